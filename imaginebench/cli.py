@@ -1,0 +1,92 @@
+"""The ``imaginebench`` command line: data collection, import and inspection."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from imaginebench.envs.base import LEVELS
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from imaginebench.data.collect import collect
+    from imaginebench.data.format import save_dataset
+
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        print(f"error: {out} exists; pass --overwrite to replace it", file=sys.stderr)
+        return 2
+    dataset, stats = collect(
+        args.domain, args.level, args.episodes, args.seed, epsilon=args.epsilon,
+        progress=not args.quiet,
+    )
+    save_dataset(dataset, out, overwrite=args.overwrite)
+    print(stats)
+    print(f"wrote {out}")
+    print(dataset.summary())
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from imaginebench.data.format import load_dataset
+
+    for path in args.paths:
+        print(load_dataset(path, nonfinite="drop").summary())
+    return 0
+
+
+def _import_kalm(args: argparse.Namespace) -> int:
+    from imaginebench.data.format import save_dataset
+    from imaginebench.data.importers.kalm import import_kalm_clevr
+
+    dataset = import_kalm_clevr(args.source, level=args.level, source=args.as_source)
+    save_dataset(dataset, args.out, overwrite=args.overwrite)
+    print(f"wrote {args.out}")
+    print(dataset.summary())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="imaginebench", description="ImagineBench: offline RL from real and imagined rollouts"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("collect", help="collect real expert rollouts into a dataset file")
+    p.add_argument("--domain", default="clevr", help="environment domain (default: clevr)")
+    p.add_argument("--level", default="train", choices=LEVELS)
+    p.add_argument("--episodes", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epsilon", type=float, default=0.0, help="probability of a random action")
+    p.add_argument("--out", required=True, help="output .h5 path")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_collect)
+
+    p = sub.add_parser("info", help="validate dataset files and print their summaries")
+    p.add_argument("paths", nargs="+")
+    p.set_defaults(func=_info)
+
+    p = sub.add_parser(
+        "import-kalm", help="convert an original KALM/ImagineBench CLEVR .npy/.h5 file"
+    )
+    p.add_argument("source", help="the original file (dict .npy or .h5 with masks/observations...)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--level", default="train", choices=LEVELS)
+    p.add_argument("--as-source", default="real", choices=("real", "imaginary"))
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=_import_kalm)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Domain-independent pieces shared by every environment: levels, tasks and task suites.
+
+A :class:`Task` judges success from the environment's *state vectors only* (never from actions or
+simulator internals), so the same code scores simulator rollouts and LLM-imagined rollouts.
+"""
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Sequence
+
+import numpy as np
+
+Level = Literal["train", "rephrase", "easy", "hard"]
+LEVELS: tuple[Level, ...] = ("train", "rephrase", "easy", "hard")
+Wording = Literal["train", "rephrase"]
+
+
+def check_level(level: str) -> Level:
+    """Return ``level`` unchanged if it is one of :data:`LEVELS`, else raise a clear error."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; expected one of {', '.join(LEVELS)}")
+    return level  # type: ignore[return-value]
+
+
+class Task(ABC):
+    """A task family instance: parameters, instruction wordings and a state-only success test.
+
+    Subclasses are frozen dataclasses whose fields are the task parameters, registered by
+    ``family`` so that :meth:`from_spec` can rebuild any task from :meth:`spec`.
+    """
+
+    family: ClassVar[str]
+    _registry: ClassVar[dict[str, type["Task"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "family" in cls.__dict__:
+            Task._registry[cls.family] = cls
+
+    @abstractmethod
+    def success(self, states: np.ndarray) -> np.ndarray:
+        """Judge a trajectory of states.
+
+        Args:
+            states: ``(..., T, state_dim)`` states from the episode start (index 0 = initial state).
+
+        Returns:
+            ``(..., T)`` bool array; entry ``t`` is True when the task counts as accomplished at
+            step ``t`` given the history up to ``t``.
+        """
+
+    @abstractmethod
+    def progress(self, states: np.ndarray) -> np.ndarray:
+        """A shaped potential per step, ``(..., T)`` floats, higher is closer to success."""
+
+    @abstractmethod
+    def instructions(self, wording: Wording = "train") -> list[str]:
+        """All natural-language wordings of this task for a wording set."""
+
+    @abstractmethod
+    def to_params(self) -> dict[str, Any]:
+        """JSON-serialisable parameters that rebuild this task with :meth:`from_params`."""
+
+    @classmethod
+    @abstractmethod
+    def from_params(cls, params: dict[str, Any]) -> "Task":
+        """Inverse of :meth:`to_params`."""
+
+    def is_success(self, states: np.ndarray) -> bool:
+        """True if the trajectory ``(T, state_dim)`` has accomplished the task at its last step."""
+        return bool(self.success(np.asarray(states))[..., -1])
+
+    def spec(self) -> str:
+        """Canonical JSON string identifying this task (stored in dataset files)."""
+        return json.dumps({"family": self.family, **self.to_params()}, sort_keys=True)
+
+    @staticmethod
+    def from_spec(spec: str | dict[str, Any]) -> "Task":
+        """Rebuild a task from :meth:`spec` output (string or already-parsed dict)."""
+        params = dict(json.loads(spec) if isinstance(spec, str) else spec)
+        family = params.pop("family", None)
+        if family not in Task._registry:
+            raise ValueError(
+                f"unknown task family {family!r}; known: {', '.join(sorted(Task._registry))}"
+            )
+        return Task._registry[family].from_params(params)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """Everything needed to start one episode reproducibly."""
+
+    task: Task
+    instruction: str
+    initial_state: np.ndarray
+    level: Level
+
+
+class TaskSuite(ABC):
+    """The tasks of one domain per level, and deterministic episode sampling."""
+
+    domain: ClassVar[str]
+
+    @abstractmethod
+    def tasks(self, level: Level) -> Sequence[Task]:
+        """The fixed list of tasks of ``level``."""
+
+    @abstractmethod
+    def wording(self, level: Level) -> Wording:
+        """Which wording set instructions of ``level`` are drawn from."""
+
+    @abstractmethod
+    def sample_initial_state(self, task: Task, rng: np.random.Generator) -> np.ndarray:
+        """An initial state for ``task`` in which it is not yet accomplished."""
+
+    def sample_episode(self, level: Level, rng: np.random.Generator) -> EpisodeSpec:
+        """Draw a (task, instruction, initial state) triple from ``rng``."""
+        check_level(level)
+        tasks = self.tasks(level)
+        task = tasks[int(rng.integers(len(tasks)))]
+        wordings = task.instructions(self.wording(level))
+        instruction = wordings[int(rng.integers(len(wordings)))]
+        return EpisodeSpec(task, instruction, self.sample_initial_state(task, rng), level)
+
+    def episodes(self, level: Level, n: int, seed: int) -> list[EpisodeSpec]:
+        """A fixed, seeded list of ``n`` episodes (the same for every algorithm and run)."""
+        rng = np.random.default_rng([seed, LEVELS.index(check_level(level))])
+        return [self.sample_episode(level, rng) for _ in range(n)]

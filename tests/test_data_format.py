@@ -1,0 +1,521 @@
+"""Tests for the HDF5 rollout dataset format (imaginebench.data.format)."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+import pytest
+
+from imaginebench.data import format as fmt
+from imaginebench.data.format import (
+    LEVELS,
+    SCHEMA_VERSION,
+    SOURCES,
+    DatasetError,
+    Episode,
+    RolloutDataset,
+    load_dataset,
+    save_dataset,
+    validate,
+)
+
+DISCRETE = {"type": "discrete", "n": 5}
+CONTINUOUS = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
+ARRAY_FIELDS = (
+    "states", "actions", "rewards", "terminals", "truncations", "episode_offsets",
+    "episode_instruction", "episode_task", "episode_level", "episode_source", "episode_success",
+)
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def make_episodes(n_eps: int, *, continuous: bool, seed: int = 0, state_dim: int = 3,
+                  source: str | None = None, instr_prefix: str = "go to") -> list[Episode]:
+    rng = np.random.default_rng(seed)
+    eps = []
+    for i in range(n_eps):
+        t = int(rng.integers(1, 6))
+        if continuous:
+            actions = rng.uniform(-1, 1, size=(t, 2)).astype(np.float32)
+        else:
+            actions = rng.integers(0, DISCRETE["n"], size=t)
+        eps.append(Episode(
+            states=rng.normal(size=(t + 1, state_dim)).astype(np.float32),
+            actions=actions,
+            rewards=rng.normal(size=t).astype(np.float32),
+            terminated=bool(i % 3 == 0),
+            truncated=bool(i % 3 == 1),
+            instruction=f"{instr_prefix} {i % 3}",
+            task_spec=json.dumps({"family": "reach", "target": i % 2}),
+            level=LEVELS[i % len(LEVELS)],
+            source=source or SOURCES[i % len(SOURCES)],
+            success=bool(i % 3 == 0),
+        ))
+    return eps
+
+
+def make_ds(continuous: bool = False, n_eps: int = 6, **kw) -> RolloutDataset:
+    return RolloutDataset.from_episodes(
+        make_episodes(n_eps, continuous=continuous, **kw),
+        domain="toy",
+        action_spec=CONTINUOUS if continuous else DISCRETE,
+        provenance={"command": "pytest", "seed": 0, "nested": {"a": [1, 2]}},
+    )
+
+
+def assert_episode_equal(a: Episode, b: Episode) -> None:
+    np.testing.assert_array_equal(a.states, b.states)
+    np.testing.assert_array_equal(a.actions, b.actions)
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+    for name in ("terminated", "truncated", "instruction", "task_spec", "level", "source",
+                 "success"):
+        assert getattr(a, name) == getattr(b, name), name
+
+
+def assert_ds_equal(a: RolloutDataset, b: RolloutDataset) -> None:
+    for name in ARRAY_FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    assert a.instructions == b.instructions
+    assert a.tasks == b.tasks
+    assert a.domain == b.domain
+    assert a.action_spec == b.action_spec
+    assert a.provenance == b.provenance
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    return save_dataset(make_ds(), tmp_path / "ds.h5")
+
+
+def expect_error(path: Path, *fragments: str, **load_kw) -> DatasetError:
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path, **load_kw)
+    msg = str(info.value)
+    assert str(path) in msg, msg
+    for frag in fragments:
+        assert frag in msg, f"{frag!r} not in {msg!r}"
+    return info.value
+
+
+def replace_dataset(f: h5py.File, name: str, data) -> None:
+    del f[name]
+    f.create_dataset(name, data=data)
+
+
+# ------------------------------------------------------------------------------------ in memory
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_from_episodes_and_episode_roundtrip(continuous: bool) -> None:
+    eps = make_episodes(7, continuous=continuous)
+    ds = RolloutDataset.from_episodes(eps, domain="toy",
+                                      action_spec=CONTINUOUS if continuous else DISCRETE,
+                                      provenance={})
+    assert len(ds) == 7
+    assert ds.num_transitions == sum(len(e) for e in eps)
+    assert ds.state_dim == 3
+    np.testing.assert_array_equal(ds.episode_lengths(), [len(e) for e in eps])
+    assert ds.states.dtype == np.float32 and ds.rewards.dtype == np.float32
+    assert ds.actions.dtype == (np.float32 if continuous else np.int64)
+    assert ds.episode_instruction.dtype == np.int32 and ds.episode_level.dtype == np.uint8
+    assert ds.instructions == ["go to 0", "go to 1", "go to 2"]
+    assert len(ds.tasks) == 2
+    for i, ep in enumerate(eps):
+        assert_episode_equal(ds.episode(i), ep)
+    assert_episode_equal(ds.episode(-1), eps[-1])
+    with pytest.raises(IndexError):
+        ds.episode(7)
+    validate(ds)  # from_episodes output is valid
+
+
+def test_from_episodes_rejects_bad_episode() -> None:
+    eps = make_episodes(2, continuous=False)
+    eps[1].states = eps[1].states[:-1]  # missing the final state
+    with pytest.raises(ValueError, match="episode 1"):
+        RolloutDataset.from_episodes(eps, domain="toy", action_spec=DISCRETE, provenance={})
+    eps = make_episodes(2, continuous=False)
+    eps[0].level = "medium"
+    with pytest.raises(ValueError, match="level"):
+        RolloutDataset.from_episodes(eps, domain="toy", action_spec=DISCRETE, provenance={})
+
+
+def test_transition_indices_handcrafted() -> None:
+    # episodes of lengths 2, 1, 3 -> states rows: ep0 0..2, ep1 3..4, ep2 5..8
+    lengths = [2, 1, 3]
+    eps = [Episode(states=np.arange((t + 1) * 2, dtype=np.float32).reshape(t + 1, 2),
+                   actions=np.zeros(t, dtype=np.int64), rewards=np.zeros(t, np.float32),
+                   terminated=False, truncated=True, instruction="x", task_spec="{}",
+                   level="train", source="real", success=False) for t in lengths]
+    ds = RolloutDataset.from_episodes(eps, domain="toy", action_spec=DISCRETE, provenance={})
+    np.testing.assert_array_equal(ds.episode_offsets, [0, 2, 3, 6])
+    s, s2 = ds.transition_indices()
+    np.testing.assert_array_equal(s, [0, 1, 3, 5, 6, 7])
+    np.testing.assert_array_equal(s2, [1, 2, 4, 6, 7, 8])
+    assert s.dtype == np.int64 and s2.dtype == np.int64
+    np.testing.assert_array_equal(ds.transition_episodes(), [0, 0, 1, 2, 2, 2])
+    np.testing.assert_array_equal(ds.truncations, [False, True, True, False, False, True])
+    assert ds.states.shape == (9, 2)
+
+
+def test_summary_mentions_counts() -> None:
+    ds = make_ds(n_eps=8)
+    text = ds.summary()
+    for frag in ("domain: toy", "episodes: 8", f"transitions: {ds.num_transitions}",
+                 "train=2", "hard=2", "real=4", "imaginary=4", "success rate", "mean length",
+                 "instructions: 3"):
+        assert frag in text, frag
+
+
+def test_select_keeps_ids_valid() -> None:
+    ds = make_ds(n_eps=9)
+    mask = np.zeros(9, dtype=bool)
+    mask[[1, 4, 7]] = True  # all with instruction "go to 1"
+    sub = ds.select(mask)
+    assert len(sub) == 3
+    assert sub.instructions == ["go to 1"]
+    validate(sub)
+    for j, i in enumerate([1, 4, 7]):
+        assert_episode_equal(sub.episode(j), ds.episode(i))
+    by_index = ds.select([8, 0])
+    assert_episode_equal(by_index.episode(0), ds.episode(8))
+    assert_episode_equal(by_index.episode(1), ds.episode(0))
+    validate(by_index)
+    empty = ds.select(np.zeros(9, dtype=bool))
+    assert len(empty) == 0 and empty.num_transitions == 0 and empty.states.shape == (0, 3)
+    validate(empty)
+
+
+def test_concatenate_merges_tables() -> None:
+    a = make_ds(n_eps=4, seed=1, source="real", instr_prefix="go to")
+    b = make_ds(n_eps=5, seed=2, source="imaginary", instr_prefix="walk to")
+    # make one instruction shared between the two datasets
+    b.instructions[b.episode_instruction[0]] = a.instructions[0]
+    cat = RolloutDataset.concatenate([a, b])
+    validate(cat)
+    assert len(cat) == 9
+    assert cat.num_transitions == a.num_transitions + b.num_transitions
+    assert len(cat.instructions) == len(set(cat.instructions))
+    assert set(cat.instructions) == set(a.instructions) | set(b.instructions)
+    assert len(cat.instructions) == len(a.instructions) + len(b.instructions) - 1
+    assert cat.tasks == a.tasks  # identical task specs merge into one entry each
+    for i in range(4):
+        assert_episode_equal(cat.episode(i), a.episode(i))
+    for i in range(5):
+        assert_episode_equal(cat.episode(4 + i), b.episode(i))
+    assert cat.provenance == a.provenance  # identical provenance is kept as-is
+    b.provenance = {"command": "other"}
+    assert "concatenated_from" in RolloutDataset.concatenate([a, b]).provenance
+    b.domain = "other"
+    with pytest.raises(ValueError, match="domain"):
+        RolloutDataset.concatenate([a, b])
+    with pytest.raises(ValueError, match="action spec"):
+        RolloutDataset.concatenate([a, make_ds(continuous=True)])
+
+
+# ------------------------------------------------------------------------------------ files
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_save_load_roundtrip(tmp_path: Path, continuous: bool) -> None:
+    ds = make_ds(continuous)
+    path = save_dataset(ds, tmp_path / "sub" / "dir" / "ds.h5")  # parents are created
+    assert path.exists()
+    loaded = load_dataset(path)
+    assert_ds_equal(ds, loaded)
+    assert loaded.dropped_nonfinite == 0
+    for i in range(len(ds)):
+        assert_episode_equal(loaded.episode(i), ds.episode(i))
+    with h5py.File(path, "r") as f:
+        assert f.attrs["format"] == "imaginebench-rollouts"
+        assert int(f.attrs["schema_version"]) == SCHEMA_VERSION
+        assert f.attrs["domain"] == "toy"
+        assert int(f.attrs["state_dim"]) == 3
+        assert json.loads(f.attrs["action_spec"]) == ds.action_spec
+        assert json.loads(f.attrs["provenance"]) == ds.provenance
+        assert json.loads(f.attrs["levels"]) == list(LEVELS)
+        assert json.loads(f.attrs["sources"]) == list(SOURCES)
+        assert h5py.check_string_dtype(f["instructions"].dtype).encoding == "utf-8"
+        assert set(f.keys()) == set(ARRAY_FIELDS) | {"instructions", "tasks"}
+
+
+def test_unicode_and_float64_input(tmp_path: Path) -> None:
+    ds = make_ds()
+    ds.instructions = [s + " — café ✓" for s in ds.instructions]
+    ds.states = ds.states.astype(np.float64)
+    loaded = load_dataset(save_dataset(ds, tmp_path / "u.h5"))
+    assert loaded.instructions == ds.instructions
+    assert loaded.states.dtype == np.float32
+
+
+def test_overwrite_refused(saved: Path) -> None:
+    before = saved.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        save_dataset(make_ds(n_eps=2), saved)
+    assert saved.read_bytes() == before
+    save_dataset(make_ds(n_eps=2), saved, overwrite=True)
+    assert len(load_dataset(saved)) == 2
+    assert not list(saved.parent.glob(".*.tmp"))
+
+
+def _failing_create_array(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
+    real = fmt._create_array
+    calls = {"n": 0}
+
+    def flaky(h5, name, data):
+        calls["n"] += 1
+        if calls["n"] == fail_at:
+            raise RuntimeError("simulated crash mid-write")
+        real(h5, name, data)
+
+    monkeypatch.setattr(fmt, "_create_array", flaky)
+
+
+def test_atomic_write_new_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _failing_create_array(monkeypatch, fail_at=4)
+    target = tmp_path / "new.h5"
+    with pytest.raises(RuntimeError, match="simulated"):
+        save_dataset(make_ds(), target)
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []  # no temp file left behind
+
+
+def test_atomic_write_keeps_existing(saved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = saved.read_bytes()
+    _failing_create_array(monkeypatch, fail_at=2)
+    with pytest.raises(RuntimeError, match="simulated"):
+        save_dataset(make_ds(n_eps=3), saved, overwrite=True)
+    assert saved.read_bytes() == before
+    assert sorted(p.name for p in saved.parent.iterdir()) == [saved.name]
+
+
+def test_atomic_write_fails_at_rename(saved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = saved.read_bytes()
+
+    def broken_replace(src, dst):
+        assert Path(src).name.startswith(".") and Path(src).name.endswith(".tmp")
+        assert Path(src).parent == saved.parent
+        raise OSError("simulated rename failure")
+
+    monkeypatch.setattr(fmt.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="simulated"):
+        save_dataset(make_ds(n_eps=3), saved, overwrite=True)
+    assert saved.read_bytes() == before
+    assert sorted(p.name for p in saved.parent.iterdir()) == [saved.name]
+
+
+def test_save_validates_strictly(tmp_path: Path) -> None:
+    ds = make_ds()
+    ds.rewards[0] = np.nan
+    with pytest.raises(DatasetError, match="non-finite"):
+        save_dataset(ds, tmp_path / "x.h5")
+    ds = make_ds()
+    k = int(np.flatnonzero(ds.episode_lengths() >= 2)[0])
+    ds.terminals[ds.episode_offsets[k]] = True  # first of >= 2 transitions: not the last
+    with pytest.raises(DatasetError, match="terminals"):
+        save_dataset(ds, tmp_path / "x.h5")
+    ds = make_ds()
+    ds.episode_task[0] = 99
+    with pytest.raises(DatasetError, match="episode_task"):
+        save_dataset(ds, tmp_path / "x.h5")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------ corruption
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.h5"
+    with pytest.raises(FileNotFoundError) as info:
+        load_dataset(path)
+    assert str(path) in str(info.value)
+
+
+def test_not_hdf5(tmp_path: Path) -> None:
+    path = tmp_path / "text.h5"
+    path.write_text("this is not an HDF5 file\n" * 20)
+    expect_error(path, "not a readable HDF5 file")
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.01, 0.5, 0.99])
+def test_truncated_file(saved: Path, keep: float) -> None:
+    data = saved.read_bytes()
+    cut = saved.parent / "cut.h5"
+    cut.write_bytes(data[: int(len(data) * keep)])
+    expect_error(cut)
+
+
+def _set_attr(name: str, value) -> Callable[[h5py.File], None]:
+    def edit(f: h5py.File) -> None:
+        f.attrs[name] = value
+    return edit
+
+
+def _del_attr(name: str) -> Callable[[h5py.File], None]:
+    def edit(f: h5py.File) -> None:
+        del f.attrs[name]
+    return edit
+
+
+def _del_ds(name: str) -> Callable[[h5py.File], None]:
+    def edit(f: h5py.File) -> None:
+        del f[name]
+    return edit
+
+
+def _map_ds(name: str, fn) -> Callable[[h5py.File], None]:
+    def edit(f: h5py.File) -> None:
+        replace_dataset(f, name, fn(f[name][()], f))
+    return edit
+
+
+def _set_item(name: str, index, value):
+    def fn(arr, f):
+        arr = arr.copy()
+        arr[index] = value
+        return arr
+    return _map_ds(name, fn)
+
+
+def _mid_episode_terminal(arr, f):
+    off = f["episode_offsets"][()]
+    k = int(np.flatnonzero(np.diff(off) >= 2)[0])  # an episode with >= 2 transitions
+    arr = arr.copy()
+    arr[off[k]] = True
+    return arr
+
+
+def _zero_length_episode(arr, f):
+    arr = arr.copy()
+    arr[2] = arr[1]
+    return arr
+
+
+def _shorten_transitions(f: h5py.File) -> None:
+    for name in ("actions", "rewards", "terminals", "truncations"):
+        replace_dataset(f, name, f[name][()][:-1])
+
+
+CORRUPTIONS = {
+    "format": (_set_attr("format", "something-else"), ["format", "something-else"]),
+    "schema": (_set_attr("schema_version", 99), ["schema_version", "99"]),
+    "missing_rewards": (_del_ds("rewards"), ["missing dataset 'rewards'"]),
+    "missing_tasks": (_del_ds("tasks"), ["missing dataset 'tasks'"]),
+    "missing_domain": (_del_attr("domain"), ["missing root attribute 'domain'"]),
+    "missing_action_spec": (_del_attr("action_spec"), ["action_spec"]),
+    "bad_action_spec_json": (_set_attr("action_spec", "{not json"), ["action_spec", "JSON"]),
+    "bad_action_spec": (_set_attr("action_spec", json.dumps({"type": "discrete", "n": 0})),
+                        ["action_spec"]),
+    "bad_provenance": (_set_attr("provenance", "[1, 2"), ["provenance"]),
+    "unknown_level_name": (_set_attr("levels", json.dumps(["train", "medium"])),
+                           ["levels", "medium"]),
+    "states_int": (_map_ds("states", lambda a, f: a.astype(np.int32)), ["states", "dtype"]),
+    "terminals_int": (_map_ds("terminals", lambda a, f: a.astype(np.int8)),
+                      ["terminals", "dtype"]),
+    "actions_float": (_map_ds("actions", lambda a, f: a.astype(np.float32)),
+                      ["actions", "dtype"]),
+    "instructions_not_str": (_map_ds("instructions", lambda a, f: np.arange(len(a))),
+                             ["instructions", "string"]),
+    "state_dim": (_set_attr("state_dim", 4), ["state_dim", "states"]),
+    "actions_2d": (_map_ds("actions", lambda a, f: a[:, None]), ["actions", "shape"]),
+    "action_too_big": (_set_item("actions", 3, DISCRETE["n"]), ["actions", "outside [0, 5)"]),
+    "action_negative": (_set_item("actions", 0, -1), ["actions", "outside"]),
+    "rewards_short": (_map_ds("rewards", lambda a, f: a[:-1]), ["rewards=", "inconsistent"]),
+    "truncations_short": (_map_ds("truncations", lambda a, f: a[:-1]),
+                          ["truncations=", "inconsistent"]),
+    "all_transitions_short": (_shorten_transitions, ["episode_offsets", "ends at"]),
+    "offsets_start": (_set_item("episode_offsets", 0, 1), ["episode_offsets", "start at 0"]),
+    "offsets_zero_len": (_map_ds("episode_offsets", _zero_length_episode),
+                         ["episode_offsets", "increasing"]),
+    "offsets_last": (_set_item("episode_offsets", -1, 10_000), ["episode_offsets", "ends at"]),
+    "states_rows": (_map_ds("states", lambda a, f: a[:-1]), ["states", "N + E"]),
+    "success_len": (_map_ds("episode_success", lambda a, f: a[:-1]), ["episode_success"]),
+    "instr_id": (_set_item("episode_instruction", 0, 50), ["episode_instruction", "range"]),
+    "task_id": (_set_item("episode_task", 1, -1), ["episode_task", "range"]),
+    "level_id": (_set_item("episode_level", 0, 7), ["episode_level", "range"]),
+    "source_id": (_set_item("episode_source", 0, 2), ["episode_source", "range"]),
+    "terminal_mid": (_map_ds("terminals", _mid_episode_terminal),
+                     ["terminals", "not the last"]),
+    "duplicate_instruction": (_map_ds("instructions",
+                                      lambda a, f: np.array([a[0]] * len(a), dtype=object)),
+                              ["instructions", "duplicate"]),
+    "task_not_json": (_map_ds("tasks", lambda a, f: np.array([f"x{i}{{" for i in range(len(a))],
+                                                             dtype=object)),
+                      ["tasks", "JSON"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPTIONS))
+def test_corruption_detected(saved: Path, case: str) -> None:
+    edit, fragments = CORRUPTIONS[case]
+    with h5py.File(saved, "r+") as f:
+        edit(f)
+    expect_error(saved, *fragments)
+
+
+def test_continuous_action_shape_mismatch(tmp_path: Path) -> None:
+    path = save_dataset(make_ds(continuous=True), tmp_path / "c.h5")
+    with h5py.File(path, "r+") as f:
+        f.attrs["action_spec"] = json.dumps({**CONTINUOUS, "shape": [3]})
+    expect_error(path, "actions", "shape", "[3]")
+
+
+def test_reordered_enums_are_remapped(saved: Path) -> None:
+    original = load_dataset(saved)
+    with h5py.File(saved, "r+") as f:
+        f.attrs["sources"] = json.dumps(["imaginary", "real"])
+        replace_dataset(f, "episode_source", 1 - f["episode_source"][()])
+    loaded = load_dataset(saved)
+    np.testing.assert_array_equal(loaded.episode_source, original.episode_source)
+
+
+# ------------------------------------------------------------------------------------ non-finite
+
+
+def _inject_nonfinite(path: Path) -> None:
+    with h5py.File(path, "r+") as f:
+        states = f["states"][()]
+        rewards = f["rewards"][()]
+        off = f["episode_offsets"][()]
+        states[off[1] + 1 + 0, 0] = np.nan  # first state of episode 1
+        states[off[2] + 2, 1] = np.inf  # first state of episode 2
+        rewards[off[4]] = -np.inf  # first transition of episode 4
+        replace_dataset(f, "states", states)
+        replace_dataset(f, "rewards", rewards)
+
+
+def test_nonfinite_raise(saved: Path) -> None:
+    _inject_nonfinite(saved)
+    expect_error(saved, "non-finite", "3 of 6 episodes")
+
+
+def test_nonfinite_drop(saved: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clean = load_dataset(saved)
+    _inject_nonfinite(saved)
+    with caplog.at_level(logging.WARNING, logger=fmt.__name__):
+        ds = load_dataset(saved, nonfinite="drop")
+    assert ds.dropped_nonfinite == 3
+    assert len(ds) == 3
+    assert any("dropping 3" in r.getMessage() and str(saved) in r.getMessage()
+               for r in caplog.records)
+    kept = [0, 3, 5]
+    for j, i in enumerate(kept):
+        assert_episode_equal(ds.episode(j), clean.episode(i))
+    validate(ds)
+    assert "dropped (non-finite): 3" in ds.summary()
+
+
+def test_nonfinite_continuous_actions(tmp_path: Path) -> None:
+    path = save_dataset(make_ds(continuous=True), tmp_path / "c.h5")
+    with h5py.File(path, "r+") as f:
+        actions = f["actions"][()]
+        actions[0, 1] = np.nan
+        replace_dataset(f, "actions", actions)
+    expect_error(path, "1 of 6 episodes")
+    assert load_dataset(path, nonfinite="drop").dropped_nonfinite == 1
