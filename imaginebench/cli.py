@@ -39,7 +39,8 @@ def _import_kalm(args: argparse.Namespace) -> int:
     from imaginebench.data.format import save_dataset
     from imaginebench.data.importers.kalm import import_kalm_clevr
 
-    dataset = import_kalm_clevr(args.source, level=args.level, source=args.as_source)
+    dataset = import_kalm_clevr(args.source, level=args.level, source=args.as_source,
+                                instruction=args.instruction, companion=args.companion)
     save_dataset(dataset, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     print(dataset.summary())
@@ -74,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--level", default="train", choices=LEVELS)
     p.add_argument("--as-source", default="real", choices=("real", "imaginary"))
+    p.add_argument("--instruction", default="first", choices=("first", "cycle", "all"),
+                   help="which paraphrase(s) to use: the first (default), paraphrase i %% K for "
+                        "episode i, or one copy of the episode per paraphrase")
+    p.add_argument("--companion", default=None,
+                   help="the .npy dict with instructions/goals of an .h5 file (default: same stem)")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
     return parser

@@ -1,0 +1,1 @@
+"""Importers that convert datasets of other projects into the imaginebench rollout format."""
