@@ -1,4 +1,8 @@
-"""The ``imaginebench`` command line: data collection, import and inspection."""
+"""The ``imaginebench`` command line.
+
+``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
+``info`` and ``import-kalm`` manage datasets.
+"""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +53,9 @@ def _import_kalm(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="imaginebench", description="ImagineBench: offline RL from real and imagined rollouts"
+        prog="imaginebench",
+        description="ImagineBench: offline RL from real and imagined rollouts. Training: "
+        "imaginebench fit|validate|test -c configs/<algo>_<env>.yaml (see --help of each).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -85,7 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+TRAINER_COMMANDS = ("fit", "validate", "test", "predict")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TRAINER_COMMANDS:
+        from imaginebench.train_cli import run
+
+        run(argv)
+        return 0
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -5,7 +5,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 import lightning as L
 import numpy as np
@@ -122,6 +122,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         state_margin: float = 0.05,
     ) -> None:
         super().__init__()
+        self.save_hyperparameters()
         get_domain(domain)
         if ratio != "pool" and not (isinstance(ratio, (int, float)) and 0.0 <= ratio <= 1.0):
             raise ValueError(f"ratio must be in [0, 1] or 'pool', got {ratio!r}")
@@ -257,6 +258,12 @@ class RealImaginaryDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> "_StreamFromTrainer":
         return _StreamFromTrainer(self)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Skip the copy when the batch already lives on ``device`` (the CPU case)."""
+        if isinstance(batch, TensorDict) and batch["state"].device == device:
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     def test_dataloader(self) -> list[int]:
         """One dummy batch: ``trainer.test`` evaluation happens in the evaluation callback."""

@@ -1,0 +1,196 @@
+"""Success rate per task level, measured in the simulators.
+
+Every algorithm and run is scored on the same fixed evaluation set: the task suite's seeded
+episodes (task, instruction, initial state) per level. All episodes of a level run side by side:
+one batched policy call per step for every unfinished episode.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import lightning as L
+import numpy as np
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
+
+from imaginebench.envs import make
+from imaginebench.envs.base import LEVELS, Level, check_level
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval of a success proportion."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass
+class LevelResult:
+    level: str
+    episodes: int
+    successes: int
+    success: float
+    ci95: tuple[float, float]
+    mean_return: float
+    mean_length: float
+
+
+def evaluate_level(
+    policy: Any, domain: str, level: Level, episodes: int, seed: int, envs: list | None = None
+) -> LevelResult:
+    """Run ``episodes`` fixed episodes of ``level`` with ``policy.act(states, instructions)``.
+
+    Success is counted once per episode (at termination or at the time limit).
+    """
+    check_level(level)
+    envs = envs if envs is not None else []
+    while len(envs) < episodes:
+        envs.append(make(domain, level).unwrapped)
+    plans = envs[0].suite.episodes(level, episodes, seed)
+    states = []
+    for env, plan in zip(envs, plans):
+        states.append(env.reset(options={"episode": plan})[0])
+    states_arr = np.stack(states)
+    active = np.ones(episodes, dtype=bool)
+    success = np.zeros(episodes, dtype=bool)
+    returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, dtype=int)
+    instructions = [p.instruction for p in plans]
+    while active.any():
+        idx = np.flatnonzero(active)
+        actions = np.asarray(policy.act(states_arr[idx], [instructions[i] for i in idx]))
+        for i, action in zip(idx, actions):
+            state, reward, terminated, truncated, info = envs[i].step(action)
+            states_arr[i] = state
+            returns[i] += reward
+            lengths[i] += 1
+            if terminated or truncated:
+                active[i] = False
+                success[i] = bool(info["is_success"])
+    k = int(success.sum())
+    return LevelResult(
+        level, episodes, k, k / episodes, wilson_interval(k, episodes),
+        float(returns.mean()), float(lengths.mean()),
+    )
+
+
+def format_table(results: Sequence[LevelResult]) -> str:
+    rows = ["| level | success | 95% CI | episodes | return | length |", "|---|---|---|---|---|---|"]
+    for r in results:
+        rows.append(
+            f"| {r.level} | {100 * r.success:.1f}% | {100 * r.ci95[0]:.1f}–{100 * r.ci95[1]:.1f}% "
+            f"| {r.episodes} | {r.mean_return:.2f} | {r.mean_length:.1f} |"
+        )
+    return "\n".join(rows)
+
+
+class SuccessRateEvaluation(L.Callback):
+    """Evaluate the policy in the simulator during training and on ``trainer.test``.
+
+    Args:
+        every_n_steps: evaluate after every this many training steps (0 disables).
+        episodes_per_level: episodes per level during training.
+        levels: levels to evaluate (default: all four).
+        seed: seed of the fixed evaluation set (the same for every algorithm and run).
+        test_episodes_per_level: episodes per level for ``trainer.test`` (the final score).
+        results_file: file name of the test results, written to the logger's directory (or
+            the working directory without a logger); an absolute path is used as is.
+        test_after_fit: run the test evaluation at the end of ``fit`` as well.
+    """
+
+    def __init__(
+        self,
+        every_n_steps: int = 1000,
+        episodes_per_level: int = 40,
+        levels: Sequence[str] = LEVELS,
+        seed: int = 0,
+        test_episodes_per_level: int = 200,
+        results_file: str = "results.json",
+        test_after_fit: bool = False,
+    ) -> None:
+        self.every_n_steps = every_n_steps
+        self.episodes_per_level = episodes_per_level
+        self.levels = [check_level(level) for level in levels]
+        self.seed = seed
+        self.test_episodes_per_level = test_episodes_per_level
+        self.results_file = results_file
+        self.test_after_fit = test_after_fit
+        self._envs: dict[str, list] = {}
+        self.last_results: list[LevelResult] = []
+
+    def run(self, trainer: L.Trainer, module: Any, episodes: int) -> list[LevelResult]:
+        domain = trainer.datamodule.domain
+        results = []
+        for level in self.levels:
+            envs = self._envs.setdefault(level, [])
+            results.append(evaluate_level(module, domain, level, episodes, self.seed, envs))
+        return results
+
+    # -- during training ------------------------------------------------------------------------
+    def on_train_batch_end(self, trainer: L.Trainer, module: Any, *args: Any) -> None:
+        step = trainer.global_step
+        if self.every_n_steps and step % self.every_n_steps == 0 and step > 0:
+            self._evaluate_and_log(trainer, module, step)
+
+    @rank_zero_only
+    def _evaluate_and_log(self, trainer: L.Trainer, module: Any, step: int) -> None:
+        results = self.run(trainer, module, self.episodes_per_level)
+        metrics = {}
+        for r in results:
+            metrics[f"eval/{r.level}/success"] = r.success
+            metrics[f"eval/{r.level}/return"] = r.mean_return
+            metrics[f"eval/{r.level}/length"] = r.mean_length
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)
+        self.last_results = results
+        summary = ", ".join(f"{r.level} {100 * r.success:.0f}%" for r in results)
+        rank_zero_info(f"step {step}: success {summary}")
+
+    # -- final score ------------------------------------------------------------------------------
+    def on_test_epoch_end(self, trainer: L.Trainer, module: Any) -> None:
+        self._final(trainer, module, "test")
+
+    def on_fit_end(self, trainer: L.Trainer, module: Any) -> None:
+        if self.test_after_fit:
+            self._final(trainer, module, "test")
+
+    @rank_zero_only
+    def _final(self, trainer: L.Trainer, module: Any, prefix: str) -> None:
+        results = self.run(trainer, module, self.test_episodes_per_level)
+        self.last_results = results
+        metrics = {f"{prefix}/{r.level}/success": r.success for r in results}
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=trainer.global_step)
+        path = Path(self.results_file)
+        if not path.is_absolute():
+            base = Path(trainer.log_dir) if trainer.log_dir else Path.cwd()
+            path = base / path
+        payload = {
+            "levels": {r.level: asdict(r) for r in results},
+            "seed": self.seed,
+            "episodes_per_level": self.test_episodes_per_level,
+            "global_step": trainer.global_step,
+            "algorithm": type(module).__name__,
+            "model": dict(module.hparams),
+            "data": dict(getattr(trainer.datamodule, "hparams", {})) or _data_config(trainer),
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=2, default=str))
+        tmp.replace(path)
+        print(f"\n{type(module).__name__} at step {trainer.global_step} "
+              f"({self.test_episodes_per_level} episodes per level, seed {self.seed}):")
+        print(format_table(results))
+        print(f"results written to {path}")
+
+
+def _data_config(trainer: L.Trainer) -> dict[str, Any]:
+    dm = trainer.datamodule
+    keys = ("domain", "real_path", "imaginary_paths", "ratio", "batch_size", "seed")
+    return {k: getattr(dm, k, None) for k in keys}

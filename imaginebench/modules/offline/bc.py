@@ -1,0 +1,78 @@
+"""Behaviour cloning (Pomerleau 1991): supervised learning of the data's actions.
+
+* :class:`DiscreteBC` — cross-entropy on the action logits (optionally plus d3rlpy's
+  ``beta * mean(logits^2) / 2`` logit penalty).
+* :class:`BC` — deterministic tanh policy regressed onto the (rescaled) data actions with MSE.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from imaginebench.modules.backbone import DeterministicHead, DiscreteHead, StateInstructionEncoder
+from imaginebench.modules.offline.base import OfflineRLModule
+
+
+class DiscreteBC(OfflineRLModule):
+    """Behaviour cloning for discrete actions.
+
+    Args:
+        lr: Adam learning rate.
+        logit_penalty: weight of ``mean(logits^2) / 2`` (d3rlpy's ``beta``; 0 disables it).
+        **kwargs: see :class:`OfflineRLModule`.
+    """
+
+    discrete = True
+
+    def __init__(self, *args: Any, lr: float = 1e-3, logit_penalty: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.save_hyperparameters()
+        self.lr, self.logit_penalty = lr, logit_penalty
+        trunk = StateInstructionEncoder(self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim)
+        self.logits = DiscreteHead(trunk, self.num_actions)
+
+    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        logits = self.logits(batch["state"], batch["instruction"])
+        nll = F.cross_entropy(logits, batch["action"])
+        penalty = 0.5 * logits.pow(2).mean()
+        accuracy = (logits.argmax(-1) == batch["action"]).float().mean()
+        return {"loss": nll + self.logit_penalty * penalty, "nll": nll, "accuracy": accuracy}
+
+    def policy(self, state: Tensor, instruction: Tensor) -> Tensor:
+        return self.logits(state, instruction).argmax(-1)
+
+
+class BC(OfflineRLModule):
+    """Behaviour cloning for continuous actions (deterministic policy, MSE).
+
+    Args:
+        lr: Adam learning rate.
+        **kwargs: see :class:`OfflineRLModule`.
+    """
+
+    discrete = False
+
+    def __init__(self, *args: Any, lr: float = 1e-3, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.save_hyperparameters()
+        self.lr = lr
+        trunk = StateInstructionEncoder(self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim)
+        self.actor = DeterministicHead(trunk, self.action_dim)
+
+    def to_unit(self, action: Tensor) -> Tensor:
+        """Map actions from ``[low, high]`` to ``[-1, 1]``."""
+        return 2 * (action - self.action_low) / (self.action_high - self.action_low) - 1
+
+    def from_unit(self, action: Tensor) -> Tensor:
+        return self.action_low + (action + 1) * 0.5 * (self.action_high - self.action_low)
+
+    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        target = self.to_unit(batch["action"]).clamp(-1, 1)
+        mse = F.mse_loss(self.actor(batch["state"], batch["instruction"]), target)
+        return {"loss": mse, "mse": mse}
+
+    def policy(self, state: Tensor, instruction: Tensor) -> Tensor:
+        return self.from_unit(self.actor(state, instruction))

@@ -1,0 +1,53 @@
+"""LightningCLI entry point: ``imaginebench fit|validate|test -c configs/<algo>_<env>.yaml``."""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from lightning.pytorch.cli import LightningCLI
+
+from imaginebench.datamodules import RealImaginaryDataModule
+from imaginebench.modules.offline import OfflineRLModule
+
+
+class ImagineBenchCLI(LightningCLI):
+    """The data module's state size and action space are passed to the model, so configs name
+    only the algorithm's own hyperparameters."""
+
+    def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
+        parser.link_arguments("data.state_dim", "model.init_args.state_dim", apply_on="instantiate")
+        parser.link_arguments(
+            "data.action_spec", "model.init_args.action_spec", apply_on="instantiate"
+        )
+
+
+def quiet_known_warnings() -> None:
+    """Silence Lightning notices that do not apply to offline RL with manual optimisation."""
+    for message in (
+        "Using ModelCheckpoint with manual optimization",
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        "The '.*_dataloader' does not have many workers",
+    ):
+        warnings.filterwarnings("ignore", message=message)
+
+
+def run(args: list[str] | None = None) -> ImagineBenchCLI:
+    quiet_known_warnings()
+    # Two CPU processes on two cores: one intra-op thread each unless the user says otherwise.
+    if "OMP_NUM_THREADS" not in os.environ and os.environ.get("WORLD_SIZE", "1") != "1":
+        import torch
+
+        torch.set_num_threads(1)
+    return ImagineBenchCLI(
+        OfflineRLModule,
+        RealImaginaryDataModule,
+        subclass_mode_model=True,
+        save_config_kwargs={"overwrite": True},
+        args=args,
+    )
+
+
+def main() -> None:
+    """The ``lightning`` console script (lightning 2.6 ships none)."""
+    run(sys.argv[1:])
