@@ -1,7 +1,6 @@
 """LightningCLI entry point: ``imaginebench fit|validate|test -c configs/<algo>_<env>.yaml``."""
 from __future__ import annotations
 
-import os
 import sys
 import warnings
 
@@ -34,11 +33,6 @@ def quiet_known_warnings() -> None:
 
 def run(args: list[str] | None = None) -> ImagineBenchCLI:
     quiet_known_warnings()
-    # Two CPU processes on two cores: one intra-op thread each unless the user says otherwise.
-    if "OMP_NUM_THREADS" not in os.environ and os.environ.get("WORLD_SIZE", "1") != "1":
-        import torch
-
-        torch.set_num_threads(1)
     return ImagineBenchCLI(
         OfflineRLModule,
         RealImaginaryDataModule,

@@ -6,7 +6,7 @@ import pytest
 import imaginebench  # noqa: F401  (registers the ids)
 from imaginebench.envs import make
 from imaginebench.envs.base import EpisodeSpec
-from imaginebench.envs.clevr.env import MAX_EPISODE_STEPS, SUCCESS_BONUS
+from imaginebench.envs.clevr.env import SUCCESS_BONUS
 from imaginebench.envs.clevr.physics import X_RANGE, Y_RANGE
 from imaginebench.envs.clevr.tasks import Push, Relation
 
@@ -68,7 +68,8 @@ def test_success_terminates_with_bonus_and_time_limit_truncates():
     assert terminated and not truncated and info["is_success"]
     assert reward > SUCCESS_BONUS  # bonus plus positive progress
     env.reset(options={"episode": EpisodeSpec(task, "push red right", SPREAD, "easy")})
-    for t in range(MAX_EPISODE_STEPS):
+    assert env.max_episode_steps == 5  # the easy level's short limit
+    for t in range(env.max_episode_steps):
         _, _, terminated, truncated, info = env.step(1 * 8 + 1)  # keep pushing blue backwards
         assert not terminated and info["is_success"] is False
     assert truncated

@@ -42,16 +42,26 @@ class LevelResult:
 
 
 def evaluate_level(
-    policy: Any, domain: str, level: Level, episodes: int, seed: int, envs: list | None = None
+    policy: Any,
+    domain: str,
+    level: Level,
+    episodes: int,
+    seed: int,
+    envs: list | None = None,
+    max_episode_steps: int | None = None,
 ) -> LevelResult:
     """Run ``episodes`` fixed episodes of ``level`` with ``policy.act(states, instructions)``.
 
     Success is counted once per episode (at termination or at the time limit).
+    ``max_episode_steps`` overrides the environment's time limit.
     """
     check_level(level)
     envs = envs if envs is not None else []
     while len(envs) < episodes:
         envs.append(make(domain, level).unwrapped)
+    if max_episode_steps is not None:
+        for env in envs:
+            env.max_episode_steps = max_episode_steps
     plans = envs[0].suite.episodes(level, episodes, seed)
     states = []
     for env, plan in zip(envs, plans):
@@ -102,6 +112,7 @@ class SuccessRateEvaluation(L.Callback):
         results_file: file name of the test results, written to the logger's directory (or
             the working directory without a logger); an absolute path is used as is.
         test_after_fit: run the test evaluation at the end of ``fit`` as well.
+        max_episode_steps: time limit override (default: the environment's own).
     """
 
     def __init__(
@@ -113,7 +124,9 @@ class SuccessRateEvaluation(L.Callback):
         test_episodes_per_level: int = 200,
         results_file: str = "results.json",
         test_after_fit: bool = False,
+        max_episode_steps: int | None = None,
     ) -> None:
+        self.max_episode_steps = max_episode_steps
         self.every_n_steps = every_n_steps
         self.episodes_per_level = episodes_per_level
         self.levels = [check_level(level) for level in levels]
@@ -129,7 +142,11 @@ class SuccessRateEvaluation(L.Callback):
         results = []
         for level in self.levels:
             envs = self._envs.setdefault(level, [])
-            results.append(evaluate_level(module, domain, level, episodes, self.seed, envs))
+            results.append(
+                evaluate_level(
+                    module, domain, level, episodes, self.seed, envs, self.max_episode_steps
+                )
+            )
         return results
 
     # -- during training ------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def collect(
     spec = get_domain(domain)
     env = make(domain, level).unwrapped
     expert = spec.make_expert(epsilon=epsilon, seed=seed)
-    plans = env.suite.episodes(level, episodes, seed)
+    plans = env.suite.episodes(level, episodes, seed, split="data")
     out: list[Episode] = []
     start = time.perf_counter()
     bar = tqdm(plans, desc=f"collect {domain}/{level}", unit="ep", disable=not progress)

@@ -15,6 +15,7 @@ import numpy as np
 Level = Literal["train", "rephrase", "easy", "hard"]
 LEVELS: tuple[Level, ...] = ("train", "rephrase", "easy", "hard")
 Wording = Literal["train", "rephrase"]
+SPLITS = ("data", "eval")
 
 
 def check_level(level: str) -> Level:
@@ -124,7 +125,15 @@ class TaskSuite(ABC):
         instruction = wordings[int(rng.integers(len(wordings)))]
         return EpisodeSpec(task, instruction, self.sample_initial_state(task, rng), level)
 
-    def episodes(self, level: Level, n: int, seed: int) -> list[EpisodeSpec]:
-        """A fixed, seeded list of ``n`` episodes (the same for every algorithm and run)."""
-        rng = np.random.default_rng([seed, LEVELS.index(check_level(level))])
+    def episodes(
+        self, level: Level, n: int, seed: int, split: Literal["data", "eval"] = "eval"
+    ) -> list[EpisodeSpec]:
+        """A fixed, seeded list of ``n`` episodes (the same for every algorithm and run).
+
+        ``split`` separates the streams: data collection draws from ``"data"``, evaluation from
+        ``"eval"``, so no evaluation episode repeats a training episode's start for any seeds.
+        """
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        rng = np.random.default_rng([seed, LEVELS.index(check_level(level)), SPLITS.index(split)])
         return [self.sample_episode(level, rng) for _ in range(n)]

@@ -79,7 +79,7 @@ class InstructionEncoder(nn.Module):
     def train(self, mode: bool = True) -> "InstructionEncoder":  # always frozen
         return super().train(False)
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: the result becomes a (DDP-broadcast) buffer
     def encode(self, sentences: Sequence[str]) -> Tensor:
         """Embed sentences on CPU in batches; returns ``(len(sentences), dim)`` float32."""
         chunks = []

@@ -18,6 +18,11 @@ from imaginebench.envs.clevr.physics import (
 from imaginebench.envs.clevr.suite import ClevrTaskSuite
 
 MAX_EPISODE_STEPS = 50
+# Easy tasks take one or two pushes; a short limit keeps them a test of the instruction rather
+# than of wandering (random pushes solve 86 % of them within 50 steps, 25 % within 5).
+LEVEL_MAX_STEPS: dict[str, int] = {
+    "train": MAX_EPISODE_STEPS, "rephrase": MAX_EPISODE_STEPS, "easy": 5, "hard": MAX_EPISODE_STEPS
+}
 PROGRESS_REWARD_SCALE = 10.0
 SUCCESS_BONUS = 10.0
 
@@ -29,8 +34,8 @@ class ClevrEnv(gym.Env):
     returned in ``info["instruction"]`` (with ``info["task"]``, the task spec).
 
     Reward: ``10 * (progress_{t+1} - progress_t)`` of the task's shaped potential, plus 10 on the
-    step that accomplishes the task. Episodes terminate on success and are truncated after 50
-    steps.
+    step that accomplishes the task. Episodes terminate on success and are truncated after
+    ``max_episode_steps`` (default per level: 50, and 5 for ``easy``).
 
     ``reset(options=...)`` accepts ``{"episode": EpisodeSpec}`` or any of ``"task"`` (a
     :class:`Task` or its spec), ``"instruction"`` and ``"initial_state"``; anything missing is
@@ -42,13 +47,13 @@ class ClevrEnv(gym.Env):
     def __init__(
         self,
         level: Level = "train",
-        max_episode_steps: int = MAX_EPISODE_STEPS,
+        max_episode_steps: int | None = None,
         render_mode: str | None = None,
         render_size: tuple[int, int] = (240, 320),
     ) -> None:
         self.level = check_level(level)
         self.suite = ClevrTaskSuite()
-        self.max_episode_steps = max_episode_steps
+        self.max_episode_steps = max_episode_steps or LEVEL_MAX_STEPS[self.level]
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"unsupported render_mode {render_mode!r}; use 'rgb_array' or None")
         self.render_mode = render_mode

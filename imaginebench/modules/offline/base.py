@@ -13,6 +13,7 @@ normalisation, logging and :meth:`act` for evaluation.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import lightning as L
@@ -108,6 +109,9 @@ class OfflineRLModule(L.LightningModule):
         return self.bank.dim
 
     def setup(self, stage: str) -> None:
+        if self._trainer is not None and self.trainer.world_size > 1 and self.device.type == "cpu":
+            # Several CPU processes share the cores: split the intra-op threads between them.
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.trainer.world_size))
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         if datamodule is None:
             return

@@ -1,0 +1,408 @@
+"""Tests for RealImaginaryDataModule: ratio mixing, determinism, DDP slicing, batch content,
+memory footprint, bad-data handling and automatic collection of real data."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections import defaultdict
+from types import SimpleNamespace
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from imaginebench.data import collect as collect_module
+from imaginebench.data.collect import collect
+from imaginebench.data.format import (
+    DatasetError,
+    Episode,
+    RolloutDataset,
+    load_dataset,
+    save_dataset,
+)
+from imaginebench.datamodules import CollectConfig, RealImaginaryDataModule
+
+LOGGER = "imaginebench.datamodules.real_imaginary"
+CLEVR_ACTIONS = {"type": "discrete", "n": 40}
+# CLEVR observation bounds (x in [-0.6, 0.6], y in [-0.3, 0.7] for each of the 5 balls).
+LOW = np.tile(np.array([-0.6, -0.3], dtype=np.float32), 5)
+HIGH = np.tile(np.array([0.6, 0.7], dtype=np.float32), 5)
+KEYS = {"state", "next_state", "action", "reward", "done", "instruction_id", "source"}
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def imagine(real: RolloutDataset, episodes: int | None = None, seed: int = 1) -> list[Episode]:
+    """Imaginary episodes: real states with small noise (still inside the table), random actions
+    and rewards, invented instructions (episode 0 reuses a real instruction)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, ep in enumerate(real):
+        if episodes is not None and i >= episodes:
+            break
+        t = len(ep)
+        states = ep.states + rng.normal(0.0, 0.01, size=ep.states.shape).astype(np.float32)
+        out.append(Episode(
+            states=np.clip(states, LOW + 0.02, HIGH - 0.02).astype(np.float32),
+            actions=rng.integers(0, 40, size=t),
+            rewards=rng.uniform(-1, 1, size=t).astype(np.float32),
+            terminated=bool(i % 2 == 0),
+            truncated=bool(i % 2 == 1),
+            instruction=ep.instruction if i == 0 else f"imagined instruction {i % 4}",
+            task_spec=json.dumps({"imagined": i % 3}),
+            level=("train", "rephrase")[i % 2],
+            source="imaginary",
+            success=bool(i % 2 == 0),
+        ))
+    return out
+
+
+def pack(episodes: list[Episode], domain: str = "clevr") -> RolloutDataset:
+    return RolloutDataset.from_episodes(episodes, domain=domain, action_spec=CLEVR_ACTIONS,
+                                        provenance={})
+
+
+def rows(batch) -> list[tuple]:
+    """Transitions of a batch as hashable tuples (sortable multiset)."""
+    cols = [
+        batch["state"], batch["next_state"], batch["action"][:, None].double(),
+        batch["reward"][:, None].double(), batch["done"][:, None].double(),
+        batch["instruction_id"][:, None].double(), batch["source"][:, None].double(),
+    ]
+    table = torch.cat([c.double() for c in cols], dim=1)
+    return sorted(tuple(r) for r in table.tolist())
+
+
+def same_batch(a, b) -> bool:
+    return set(a.keys()) == set(b.keys()) and all(torch.equal(a[k], b[k]) for k in a.keys())
+
+
+class Lookup:
+    """Finds the transitions of a dataset whose first state equals a given state row."""
+
+    def __init__(self, ds: RolloutDataset) -> None:
+        self.ds = ds
+        self.state_idx, _ = ds.transition_indices()
+        self.episode = ds.transition_episodes()
+        self.by_state: dict[bytes, list[int]] = defaultdict(list)
+        for j, s in enumerate(self.state_idx):
+            self.by_state[ds.states[s].tobytes()].append(j)
+
+    def __contains__(self, state: np.ndarray) -> bool:
+        return state.astype(np.float32).tobytes() in self.by_state
+
+    def matches(self, row: dict, instructions: list[str]) -> bool:
+        """Is ``row`` one of this dataset's transitions (all fields consistent)?"""
+        ds = self.ds
+        for j in self.by_state.get(row["state"].tobytes(), []):
+            ep = self.episode[j]
+            if (np.array_equal(row["next_state"], ds.states[self.state_idx[j] + 1])
+                    and row["action"] == ds.actions[j]
+                    and row["reward"] == ds.rewards[j]
+                    and row["done"] == ds.terminals[j]
+                    and instructions[row["instruction_id"]]
+                    == ds.instructions[ds.episode_instruction[ep]]):
+                return True
+        return False
+
+
+def batch_rows(batch) -> list[dict]:
+    n = batch.batch_size[0]
+    np_batch = {k: batch[k].numpy() for k in KEYS}
+    return [{k: v[i] for k, v in np_batch.items()} for i in range(n)]
+
+
+# ------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A real CLEVR dataset (30 expert episodes) and two imaginary ones, saved to files."""
+    directory = tmp_path_factory.mktemp("datamodule")
+    real_ds, _ = collect("clevr", "train", 30, seed=0, progress=False)
+    real = save_dataset(real_ds, directory / "real.h5")
+    imag = save_dataset(pack(imagine(real_ds, seed=1)), directory / "imag.h5")
+    small = save_dataset(pack(imagine(real_ds, episodes=10, seed=2)), directory / "imag_small.h5")
+    return SimpleNamespace(
+        dir=directory, real_ds=real_ds, real=str(real), imag=str(imag), small=str(small),
+        real_file=load_dataset(real), imag_file=load_dataset(imag), small_file=load_dataset(small),
+    )
+
+
+def make_dm(data, **kwargs) -> RealImaginaryDataModule:
+    kwargs.setdefault("real", data.real)
+    kwargs.setdefault("imaginary", [data.imag])
+    kwargs.setdefault("batch_size", 64)
+    dm = RealImaginaryDataModule(domain="clevr", cache_dir=str(data.dir / "cache"), **kwargs)
+    dm.setup()
+    return dm
+
+
+# ------------------------------------------------------------------------------------ ratio
+
+
+@pytest.mark.parametrize("batch_size, ratio", [
+    (64, 0), (64, 0.25), (64, 0.5), (64, 1.0), (10, 0.33), (6, 0.9),  # last two: rounded
+])
+def test_every_batch_has_exact_imaginary_share(data, batch_size, ratio):
+    dm = make_dm(data, ratio=ratio, batch_size=batch_size, seed=3)
+    expected = round(batch_size * ratio)
+    assert dm.split() == (batch_size - expected, expected)
+    real_lookup, imag_lookup = Lookup(data.real_file), Lookup(data.imag_file)
+    stream = iter(dm.batches())
+    for _ in range(20):
+        batch = next(stream)
+        assert set(batch.keys()) == KEYS and batch.batch_size == torch.Size([batch_size])
+        source = batch["source"]
+        assert int((source == 1).sum()) == expected
+        assert int((source == 0).sum()) == batch_size - expected
+        # the flags tell the truth: imaginary rows hold imaginary states and vice versa
+        for state, src in zip(batch["state"].numpy(), source.tolist()):
+            assert state in (imag_lookup if src == 1 else real_lookup)
+
+
+def test_ratio_zero_ignores_imaginary_files(data):
+    dm = make_dm(data, ratio=0.0, seed=5)
+    assert dm.split() == (64, 0)
+    real_lookup = Lookup(data.real_file)
+    for step, batch in zip(range(10), dm.batches()):
+        assert (batch["source"] == 0).all(), step
+        assert all(s in real_lookup for s in batch["state"].numpy())
+
+
+def test_pool_samples_uniformly_over_all_transitions(data):
+    dm = make_dm(data, ratio="pool", imaginary=[data.small], batch_size=64, seed=11)
+    n_real, n_imag = data.real_file.num_transitions, data.small_file.num_transitions
+    assert dm.imaginary is None and len(dm.real) == n_real + n_imag
+    assert dm.split() == (64, 0)
+    p = n_imag / (n_real + n_imag)
+    real_lookup, imag_lookup = Lookup(data.real_file), Lookup(data.small_file)
+    n_batches, counts = 150, []
+    for step, batch in zip(range(n_batches), dm.batches()):
+        source = batch["source"]
+        counts.append(int((source == 1).sum()))
+        if step < 10:  # per-transition flags, not a per-batch split
+            for state, src in zip(batch["state"].numpy(), source.tolist()):
+                assert state in (imag_lookup if src == 1 else real_lookup)
+    n = n_batches * 64
+    share = sum(counts) / n
+    tolerance = 4.5 * math.sqrt(p * (1 - p) / n)  # binomial bound, ~1e-5 false-alarm rate
+    assert abs(share - p) <= tolerance, f"imaginary share {share:.4f}, expected {p:.4f}"
+    assert len(set(counts)) > 1  # the per-batch count varies (not a fixed split)
+
+
+# ------------------------------------------------------------------------------------ determinism
+
+
+def test_batches_are_a_pure_function_of_seed_and_step(data):
+    dm = make_dm(data, ratio=0.5, batch_size=32, seed=7)
+    stream = iter(dm.batches())
+    reference = [next(stream) for _ in range(6)]
+    for k in range(6):
+        assert same_batch(next(iter(dm.batches(start_step=k))), reference[k]), k
+    assert not same_batch(reference[0], reference[1])
+    again = make_dm(data, ratio=0.5, batch_size=32, seed=7)
+    assert same_batch(next(iter(again.batches(start_step=4))), reference[4])
+    other = make_dm(data, ratio=0.5, batch_size=32, seed=8)
+    assert not same_batch(next(iter(other.batches())), reference[0])
+    assert not same_batch(next(iter(other.batches(start_step=3))), reference[3])
+
+
+@pytest.mark.parametrize("step", [0, 9])
+def test_ddp_ranks_split_the_single_process_batch(data, step):
+    b = 8
+    dm = make_dm(data, ratio=0.25, batch_size=b, seed=13)
+    rank0 = next(iter(dm.batches(step, 0, 2)))
+    rank1 = next(iter(dm.batches(step, 1, 2)))
+    for batch in (rank0, rank1):
+        assert batch.batch_size == torch.Size([b])
+        assert int((batch["source"] == 1).sum()) == 2
+    assert not same_batch(rank0, rank1)
+    single = make_dm(data, ratio=0.25, batch_size=2 * b, seed=13)
+    whole = next(iter(single.batches(step)))
+    assert sorted(rows(rank0) + rows(rank1)) == rows(whole)
+
+
+# ------------------------------------------------------------------------------------ content
+
+
+def test_batch_content_matches_the_files(data):
+    dm = make_dm(data, ratio=0.5, batch_size=64, seed=17)
+    expected = list(dict.fromkeys(data.real_file.instructions + data.imag_file.instructions))
+    assert sorted(dm.instructions) == sorted(expected)
+    assert len(set(dm.instructions)) == len(dm.instructions)
+    real_lookup, imag_lookup = Lookup(data.real_file), Lookup(data.imag_file)
+    seen_done = 0
+    for step, batch in zip(range(8), dm.batches()):
+        assert batch["action"].dtype == torch.int64
+        assert batch["reward"].dtype == torch.float32 and batch["state"].dtype == torch.float32
+        for row in batch_rows(batch):
+            lookup = imag_lookup if row["source"] == 1 else real_lookup
+            assert lookup.matches(row, dm.instructions), (step, row)
+            seen_done += int(row["done"])
+    assert seen_done > 0  # terminal transitions are sampled and flagged
+
+
+def test_memory_per_transition_is_small(data):
+    for ratio in (0.5, "pool"):
+        dm = make_dm(data, ratio=ratio)
+        bpt = dm.bytes_per_transition
+        assert 0 < bpt <= 100, f"{bpt:.1f} bytes per CLEVR transition (ratio={ratio!r})"
+
+
+# ------------------------------------------------------------------------------------ bad data
+
+
+def test_missing_real_file_without_collect(data, tmp_path):
+    missing = tmp_path / "no_such_real.h5"
+    dm = RealImaginaryDataModule(real=str(missing), collect=None, cache_dir=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
+        dm.setup()
+    with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
+        dm.prepare_data()
+    with pytest.raises(ValueError, match="real"):
+        RealImaginaryDataModule(real=None, collect=None, cache_dir=str(tmp_path)).setup()
+
+
+def test_corrupt_real_file(tmp_path):
+    corrupt = tmp_path / "corrupt.h5"
+    corrupt.write_bytes(b"this is not an HDF5 file\n" * 20)
+    dm = RealImaginaryDataModule(real=str(corrupt), cache_dir=str(tmp_path))
+    with pytest.raises(DatasetError, match=re.escape(str(corrupt))) as info:
+        dm.setup()
+    assert info.value.source == str(corrupt)
+
+
+def test_imaginary_file_of_another_domain_or_state_dim(data, tmp_path):
+    other_domain = save_dataset(pack(imagine(data.real_ds, episodes=3), domain="kitchen"),
+                                tmp_path / "kitchen.h5")
+    narrow = [Episode(states=np.zeros((3, 6), np.float32), actions=np.array([1, 2]),
+                      rewards=np.zeros(2, np.float32), terminated=True, truncated=False,
+                      instruction="x", task_spec="{}", level="train", source="imaginary",
+                      success=True)]
+    other_dim = save_dataset(pack(narrow), tmp_path / "dim6.h5")
+    for path, problem in ((other_domain, "domain"), (other_dim, "state_dim")):
+        dm = RealImaginaryDataModule(real=data.real, imaginary=[data.imag, str(path)],
+                                     ratio=0.5, batch_size=8, cache_dir=str(tmp_path))
+        with pytest.raises(DatasetError, match=re.escape(str(path))) as info:
+            dm.setup()
+        assert info.value.source == str(path) and problem in info.value.problem
+
+
+def test_missing_imaginary_file_is_skipped(data, tmp_path, caplog):
+    missing = tmp_path / "no_such_imaginary.h5"
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    dm = make_dm(data, imaginary=[str(missing)], ratio=0.5, batch_size=16)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any(str(missing) in m and "skipped" in m for m in warnings), warnings
+    assert any("real data only" in m for m in warnings), warnings
+    assert dm.imaginary is None and dm.split() == (16, 0)
+    for _, batch in zip(range(5), dm.batches()):
+        assert batch.batch_size == torch.Size([16]) and (batch["source"] == 0).all()
+
+
+def test_bad_imaginary_episodes_are_dropped(data, tmp_path, caplog):
+    episodes = imagine(data.real_ds, episodes=12, seed=4)
+    episodes[2].states[1, 0] = 5.0            # far off the table
+    episodes[8].states[-1, 1] = 0.7 + 0.2     # beyond the margin
+    episodes[9].states[0, 0] = 0.6 + 0.03     # within the default margin (0.05): kept
+    path = save_dataset(pack(episodes), tmp_path / "bad.h5")
+    nan_episode = 5
+    ds = pack(episodes)
+    with h5py.File(path, "r+") as h5:  # save_dataset refuses NaN: edit the file afterwards
+        h5["states"][int(ds.episode_offsets[nan_episode]) + nan_episode + 1, 3] = np.nan
+    caplog.set_level(logging.WARNING)
+    dm = make_dm(data, imaginary=[str(path)], ratio=0.5, batch_size=32, seed=2)
+    assert dm.dropped == {str(path): 3}
+    assert any(str(path) in r.getMessage() for r in caplog.records)
+    kept = [ep for i, ep in enumerate(episodes) if i not in (2, 5, 8)]
+    assert len(dm.imaginary) == sum(len(ep) for ep in kept)
+    lookup = Lookup(pack(kept))
+    states = dm.imaginary.states.numpy()
+    assert np.isfinite(states).all()
+    assert (states >= LOW - 0.05).all() and (states <= HIGH + 0.05).all()
+    assert episodes[9].states[0] in lookup
+    for _, batch in zip(range(5), dm.batches()):
+        imaginary = batch["state"][batch["source"] == 1].numpy()
+        assert len(imaginary) == 16
+        assert all(s in lookup for s in imaginary)
+
+
+def test_all_imaginary_episodes_bad_falls_back_to_real(data, tmp_path, caplog):
+    episodes = imagine(data.real_ds, episodes=2, seed=4)
+    for ep in episodes:
+        ep.states[0, 0] = -5.0
+    path = save_dataset(pack(episodes), tmp_path / "all_bad.h5")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    dm = make_dm(data, imaginary=[str(path)], ratio=0.5, batch_size=8)
+    assert dm.dropped == {str(path): 2}
+    assert dm.imaginary is None and dm.split() == (8, 0)
+    assert (next(iter(dm.batches()))["source"] == 0).all()
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"ratio": -0.1}, {"ratio": 1.5}, {"ratio": "half"}, {"ratio": float("nan")},
+    {"batch_size": 0}, {"domain": "no_such_domain"},
+])
+def test_invalid_arguments(kwargs, tmp_path):
+    with pytest.raises(ValueError):
+        RealImaginaryDataModule(real=str(tmp_path / "r.h5"), cache_dir=str(tmp_path), **kwargs)
+
+
+# ------------------------------------------------------------------------------------ collection
+
+
+def test_missing_real_data_is_collected_once(tmp_path, monkeypatch):
+    calls = []
+    original = collect_module.collect
+
+    def counting_collect(*args, **kwargs):
+        calls.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(collect_module, "collect", counting_collect)
+    config = CollectConfig(episodes=5, seed=1)
+    dm = RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path),
+                                 ratio=0.5, batch_size=8)
+    path = tmp_path / config.filename("clevr")
+    assert dm.resolved_real_path() == path and not path.exists()
+    dm.prepare_data()
+    assert path.exists() and len(calls) == 1
+    mtime = path.stat().st_mtime_ns
+    dm.prepare_data()
+    RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path)).prepare_data()
+    assert path.stat().st_mtime_ns == mtime and len(calls) == 1
+    dm.setup()
+    expected, _ = original("clevr", "train", 5, 1, epsilon=config.epsilon, progress=False)
+    assert len(dm.real) == expected.num_transitions
+    assert np.array_equal(dm.real.states.numpy(), expected.states)
+    assert dm.imaginary is None
+    assert next(iter(dm.batches())).batch_size == torch.Size([8])
+
+
+def test_setup_collects_without_prepare_data(tmp_path):
+    config = CollectConfig(episodes=3, seed=2)
+    dm = RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path))
+    dm.setup()
+    assert (tmp_path / config.filename("clevr")).exists() and len(dm.real) > 0
+
+
+# ------------------------------------------------------------------------------------ Lightning
+
+
+def test_train_dataloader_without_and_with_trainer(data):
+    dm = make_dm(data, ratio=0.5, batch_size=16, seed=21)
+    assert dm.trainer is None
+    first = next(iter(dm.train_dataloader()))
+    assert same_batch(first, next(iter(dm.batches(0, 0, 1))))
+    dm.trainer = SimpleNamespace(global_step=5, global_rank=1, world_size=2)
+    try:
+        resumed = next(iter(dm.train_dataloader()))
+    finally:
+        dm.trainer = None
+    assert same_batch(resumed, next(iter(dm.batches(5, 1, 2))))
+    assert not same_batch(resumed, next(iter(dm.batches(5, 0, 2))))
