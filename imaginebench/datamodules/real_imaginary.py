@@ -72,7 +72,7 @@ class MixedBatches:
         self.generator = torch.Generator()
 
     def batch(self, step: int) -> TensorDict:
-        self.generator.manual_seed((self.seed * 1_000_003 + step) % (2**63))
+        self.generator.manual_seed(((self.seed << 32) + step) % (2**63))  # unique below 2^32 steps
         parts = []
         for buffer, n in ((self.real, self.n_real), (self.imaginary, self.n_imaginary)):
             if n == 0 or buffer is None:
@@ -94,8 +94,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
 
     Args:
         domain: environment domain of the data (``clevr``, ...).
-        real: path of the real dataset; if it is missing (or None) and ``collect`` is set, the
-            expert collects it into ``cache_dir`` once.
+        real: path of the real dataset; if the file is missing and ``collect`` is set, the
+            expert collects it there once (with ``real=None``: into ``cache_dir``, named after
+            the collection config).
         imaginary: paths of imaginary datasets; missing files are skipped with a warning.
             Imaginary episodes with non-finite values or states outside the environment's
             bounds (plus ``state_margin``) are dropped and counted.

@@ -5,6 +5,7 @@ simulator internals), so the same code scores simulator rollouts and LLM-imagine
 """
 from __future__ import annotations
 
+import importlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ import numpy as np
 Level = Literal["train", "rephrase", "easy", "hard"]
 LEVELS: tuple[Level, ...] = ("train", "rephrase", "easy", "hard")
 Wording = Literal["train", "rephrase"]
+# Modules defining Task families (imported on demand by Task.from_spec).
+TASK_MODULES: tuple[str, ...] = ("imaginebench.envs.clevr.tasks",)
 SPLITS = ("data", "eval")
 
 
@@ -82,6 +85,9 @@ class Task(ABC):
         """Rebuild a task from :meth:`spec` output (string or already-parsed dict)."""
         params = dict(json.loads(spec) if isinstance(spec, str) else spec)
         family = params.pop("family", None)
+        if family not in Task._registry:
+            for module in TASK_MODULES:  # task families register themselves on import
+                importlib.import_module(module)
         if family not in Task._registry:
             raise ValueError(
                 f"unknown task family {family!r}; known: {', '.join(sorted(Task._registry))}"
