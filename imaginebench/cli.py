@@ -22,7 +22,7 @@ def _collect(args: argparse.Namespace) -> int:
         return 2
     dataset, stats = collect(
         args.domain, args.level, args.episodes, args.seed, epsilon=args.epsilon,
-        progress=not args.quiet,
+        paraphrases=args.paraphrases, progress=not args.quiet,
     )
     save_dataset(dataset, out, overwrite=args.overwrite)
     print(stats)
@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epsilon", type=float, default=0.0, help="probability of a random action")
+    p.add_argument(
+        "--paraphrases", type=int, default=1,
+        help="store each rollout with this many wordings of its task (default 1)",
+    )
     p.add_argument("--out", required=True, help="output .h5 path")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -9,7 +9,8 @@ from imaginebench.callbacks.evaluation import evaluate_level
 from imaginebench.datamodules import RealImaginaryDataModule
 from imaginebench.modules.offline import BC, CQL, DiscreteBC, DiscreteCQL
 
-EVAL_EPISODES = 60
+EVAL_EPISODES = 150
+HORIZON = 10  # a short horizon: random pushing stumbles onto a third of the goals in 50 steps
 
 
 class RandomPolicy:
@@ -26,7 +27,7 @@ def clevr_data(tmp_path_factory):
     from imaginebench.data.format import save_dataset
 
     path = tmp_path_factory.mktemp("data") / "real.h5"
-    dataset, _ = collect("clevr", "train", 300, seed=0, epsilon=0.2, progress=False)
+    dataset, _ = collect("clevr", "train", 400, seed=0, epsilon=0.2, paraphrases=10, progress=False)
     save_dataset(dataset, path)
     return path
 
@@ -45,17 +46,22 @@ def fit(module_cls, path, steps, **kwargs):
 
 @pytest.fixture(scope="module")
 def chance(clevr_data):
-    return evaluate_level(RandomPolicy(0), "clevr", "train", EVAL_EPISODES, seed=1).success
+    return evaluate_level(
+        RandomPolicy(0), "clevr", "train", EVAL_EPISODES, seed=1, max_episode_steps=HORIZON
+    ).success
 
 
 @pytest.mark.parametrize(
     "module_cls, steps, kwargs",
-    [(DiscreteBC, 1500, {}), (DiscreteCQL, 2500, {"target_update_interval": 250})],
+    [(DiscreteBC, 2000, {}), (DiscreteCQL, 2500, {"target_update_interval": 250})],
 )
 def test_policy_learns_clevr_train_level(clevr_data, chance, module_cls, steps, kwargs):
     module = fit(module_cls, clevr_data, steps, **kwargs)
-    result = evaluate_level(module, "clevr", "train", EVAL_EPISODES, seed=1)
-    assert result.success >= chance + 0.3, (module_cls.__name__, result, chance)
+    result = evaluate_level(
+        module, "clevr", "train", EVAL_EPISODES, seed=1, max_episode_steps=HORIZON
+    )
+    # Clearly above chance: the lower end of the 95% interval beats the random policy by 8 points.
+    assert result.ci95[0] >= chance + 0.08, (module_cls.__name__, result, chance)
 
 
 def _batch(n=8, state_dim=3, emb=384, discrete=True):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -13,6 +13,8 @@ from imaginebench.envs import Level, check_level, get_domain, make
 
 @dataclass(frozen=True)
 class CollectionStats:
+    """Simulated episodes and transitions (before paraphrase copies) and their speed."""
+
     episodes: int
     transitions: int
     seconds: float
@@ -37,20 +39,29 @@ def collect(
     seed: int,
     *,
     epsilon: float = 0.0,
+    paraphrases: int = 1,
     progress: bool = True,
 ) -> tuple[RolloutDataset, CollectionStats]:
     """Run the expert on ``episodes`` seeded episodes of ``level`` and pack them as real data.
 
-    The same ``(domain, level, episodes, seed, epsilon)`` always gives the same dataset.
+    With ``paraphrases > 1`` every rollout is stored once per wording: the one it was collected
+    with plus ``paraphrases - 1`` other wordings of the same task from the level's wording set
+    (the original real data carried 54 paraphrases per trajectory). The same arguments always
+    give the same dataset.
     """
     check_level(level)
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if paraphrases < 1:
+        raise ValueError(f"paraphrases must be >= 1, got {paraphrases}")
+    wording_rng = np.random.default_rng([seed, 1])
     spec = get_domain(domain)
     env = make(domain, level).unwrapped
     expert = spec.make_expert(epsilon=epsilon, seed=seed)
     plans = env.suite.episodes(level, episodes, seed, split="data")
     out: list[Episode] = []
+    successes: list[bool] = []
+    simulated = 0
     start = time.perf_counter()
     bar = tqdm(plans, desc=f"collect {domain}/{level}", unit="ep", disable=not progress)
     for plan in bar:
@@ -63,26 +74,32 @@ def collect(
             states.append(state)
             actions.append(action)
             rewards.append(reward)
-        out.append(
-            Episode(
-                states=np.asarray(states, dtype=np.float32),
-                actions=np.asarray(actions, dtype=np.int64),
-                rewards=np.asarray(rewards, dtype=np.float32),
-                terminated=bool(terminated),
-                truncated=bool(truncated),
-                instruction=plan.instruction,
-                task_spec=plan.task.spec(),
-                level=level,
-                source="real",
-                success=bool(info["is_success"]),
-            )
+        episode = Episode(
+            states=np.asarray(states, dtype=np.float32),
+            actions=np.asarray(actions, dtype=np.int64),
+            rewards=np.asarray(rewards, dtype=np.float32),
+            terminated=bool(terminated),
+            truncated=bool(truncated),
+            instruction=plan.instruction,
+            task_spec=plan.task.spec(),
+            level=level,
+            source="real",
+            success=bool(info["is_success"]),
         )
-        bar.set_postfix(success=f"{np.mean([e.success for e in out]):.2f}", refresh=False)
+        out.append(episode)
+        successes.append(episode.success)
+        simulated += len(actions)
+        if paraphrases > 1:
+            others = [w for w in plan.task.instructions(env.suite.wording(level)) if w != plan.instruction]
+            picked = wording_rng.choice(len(others), min(paraphrases - 1, len(others)), replace=False)
+            out += [replace(episode, instruction=others[i]) for i in sorted(picked)]
+        bar.set_postfix(success=f"{np.mean(successes):.2f}", refresh=False)
     seconds = time.perf_counter() - start
     action_spec = {"type": "discrete", "n": int(env.action_space.n)}
     provenance = default_provenance(
         generator=f"{type(expert).__name__}(epsilon={epsilon})",
         seed=seed,
+        paraphrases=paraphrases,
         level=level,
         episodes=episodes,
     )
@@ -90,9 +107,9 @@ def collect(
         out, domain=domain, action_spec=action_spec, provenance=provenance
     )
     stats = CollectionStats(
-        episodes=len(out),
-        transitions=dataset.num_transitions,
+        episodes=len(successes),
+        transitions=simulated,
         seconds=seconds,
-        success_rate=float(np.mean([e.success for e in out])),
+        success_rate=float(np.mean(successes)),
     )
     return dataset, stats

@@ -34,15 +34,20 @@ class CollectConfig:
         seed: collection seed (the dataset is a pure function of the config).
         level: level whose tasks the expert solves.
         epsilon: probability of a random action in the expert.
+        paraphrases: wordings stored per rollout (see :func:`imaginebench.data.collect.collect`).
     """
 
     episodes: int = 400
     seed: int = 0
     level: Level = "train"
     epsilon: float = 0.2
+    paraphrases: int = 10
 
     def filename(self, domain: str) -> str:
-        return f"{domain}_{self.level}_real_n{self.episodes}_s{self.seed}_e{self.epsilon:g}.h5"
+        return (
+            f"{domain}_{self.level}_real_n{self.episodes}_s{self.seed}_e{self.epsilon:g}"
+            f"_p{self.paraphrases}.h5"
+        )
 
 
 class MixedBatches:
@@ -176,7 +181,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         log.warning("real dataset %s missing: collecting %s", path, self.collect)
         dataset, stats = collect(
             self.domain, self.collect.level, self.collect.episodes, self.collect.seed,
-            epsilon=self.collect.epsilon,
+            epsilon=self.collect.epsilon, paraphrases=self.collect.paraphrases,
         )
         save_dataset(dataset, path)
         log.warning("%s -> %s", stats, path)

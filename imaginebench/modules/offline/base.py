@@ -59,6 +59,7 @@ class OfflineRLModule(L.LightningModule):
     """
 
     discrete: bool | None = None  # set by subclasses that support only one action type
+    uses_next_state: bool = True  # False skips normalising next states (e.g. BC)
 
     def __init__(
         self,
@@ -97,6 +98,10 @@ class OfflineRLModule(L.LightningModule):
         self.register_buffer("instruction_mean", torch.zeros(self.embedding_dim))
         self.register_buffer("instruction_std", torch.ones(self.embedding_dim))
         self.register_buffer("data_to_bank", torch.zeros(0, dtype=torch.long), persistent=False)
+        # Standardised embeddings of the training instructions, indexed by data instruction id
+        # (built at the start of training, after any checkpoint is restored).
+        self.register_buffer("train_embeddings", torch.zeros(0, 0), persistent=False)
+        self.log_now = True  # True on steps whose diagnostics get logged
 
     # -- hooks for subclasses -----------------------------------------------------------------
     def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -142,12 +147,18 @@ class OfflineRLModule(L.LightningModule):
         """Instruction embeddings for bank ids, standardised if configured."""
         return (self.bank(bank_ids) - self.instruction_mean) / self.instruction_std
 
+    def on_train_start(self) -> None:
+        self.train_embeddings = self.embed(self.data_to_bank)
+
     def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Normalise states and look up instruction embeddings (once per unique instruction)."""
         out = dict(batch.items())
         out["state"] = self.normalize(batch["state"])
-        out["next_state"] = self.normalize(batch["next_state"])
-        out["instruction"] = self.embed(self.data_to_bank[batch["instruction_id"]])
+        if self.uses_next_state:
+            out["next_state"] = self.normalize(batch["next_state"])
+        if self.train_embeddings.numel() == 0:
+            self.train_embeddings = self.embed(self.data_to_bank)
+        out["instruction"] = self.train_embeddings[batch["instruction_id"]]
         return out
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
@@ -155,12 +166,13 @@ class OfflineRLModule(L.LightningModule):
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         optimizer = self.optimizers()
+        self.log_now = self.global_step % self.trainer.log_every_n_steps == 0
         terms = self.losses(self.prepare(batch))
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(terms["loss"])
         optimizer.step()
         self.after_update()
-        if self.global_step % self.trainer.log_every_n_steps == 0:  # logging costs ~1 ms
+        if self.log_now:  # logging costs ~1 ms: only every log_every_n_steps
             self.log_dict(
                 {f"train/{k}": v.detach() for k, v in terms.items()},
                 on_step=True, on_epoch=False, batch_size=int(batch["state"].shape[0]),

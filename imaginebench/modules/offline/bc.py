@@ -1,7 +1,6 @@
 """Behaviour cloning (Pomerleau 1991): supervised learning of the data's actions.
 
-* :class:`DiscreteBC` — cross-entropy on the action logits (optionally plus d3rlpy's
-  ``beta * mean(logits^2) / 2`` logit penalty).
+* :class:`DiscreteBC` — cross-entropy on the action logits (optionally plus a logit penalty).
 * :class:`BC` — deterministic tanh policy regressed onto the (rescaled) data actions with MSE.
 """
 from __future__ import annotations
@@ -21,11 +20,14 @@ class DiscreteBC(OfflineRLModule):
 
     Args:
         lr: Adam learning rate.
-        logit_penalty: weight of ``mean(logits^2) / 2`` (d3rlpy's ``beta``; 0 disables it).
+        logit_penalty: weight of a ``mean(logits^2) / 2`` regulariser on the raw logits (0,
+            the default, is plain maximum likelihood; d3rlpy's ``beta`` penalises normalised
+            log-probabilities instead).
         **kwargs: see :class:`OfflineRLModule`.
     """
 
     discrete = True
+    uses_next_state = False
 
     def __init__(self, *args: Any, lr: float = 1e-3, logit_penalty: float = 0.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -37,9 +39,12 @@ class DiscreteBC(OfflineRLModule):
     def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         logits = self.logits(batch["state"], batch["instruction"])
         nll = F.cross_entropy(logits, batch["action"])
-        penalty = 0.5 * logits.pow(2).mean()
-        accuracy = (logits.argmax(-1) == batch["action"]).float().mean()
-        return {"loss": nll + self.logit_penalty * penalty, "nll": nll, "accuracy": accuracy}
+        terms = {"loss": nll, "nll": nll.detach()}
+        if self.logit_penalty:
+            terms["loss"] = nll + self.logit_penalty * 0.5 * logits.pow(2).mean()
+        if self.log_now:
+            terms["accuracy"] = (logits.argmax(-1) == batch["action"]).float().mean()
+        return terms
 
     def policy(self, state: Tensor, instruction: Tensor) -> Tensor:
         return self.logits(state, instruction).argmax(-1)
@@ -54,6 +59,7 @@ class BC(OfflineRLModule):
     """
 
     discrete = False
+    uses_next_state = False
 
     def __init__(self, *args: Any, lr: float = 1e-3, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,0 +1,74 @@
+"""Real-data collection: deterministic per seed, paraphrase copies, the CLI."""
+import json
+
+import numpy as np
+import pytest
+
+from imaginebench.cli import main
+from imaginebench.data.collect import collect
+from imaginebench.data.format import load_dataset
+from imaginebench.envs.base import Task
+
+
+def test_collection_is_deterministic_and_successful():
+    a, stats = collect("clevr", "train", 12, seed=5, progress=False)
+    b, _ = collect("clevr", "train", 12, seed=5, progress=False)
+    c, _ = collect("clevr", "train", 12, seed=6, progress=False)
+    for field in ("states", "actions", "rewards", "episode_offsets"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert a.instructions == b.instructions and a.tasks == b.tasks
+    assert not np.array_equal(a.states[:10], c.states[:10])
+    assert stats.episodes == 12 and stats.success_rate == 1.0 and stats.episodes_per_second > 0
+    assert a.episode_success.all() and (a.episode_source == 0).all()
+    # rewards are the env's: the final transition of a successful episode carries the bonus
+    last = a.episode_offsets[1:] - 1
+    assert (a.rewards[last] > 5).all() and a.terminals[last].all()
+
+
+def test_paraphrase_copies_share_the_rollout():
+    ds, stats = collect("clevr", "train", 6, seed=0, paraphrases=4, progress=False)
+    assert len(ds) == 24 and stats.episodes == 6
+    for group in range(6):
+        copies = [ds.episode(4 * group + k) for k in range(4)]
+        wordings = {e.instruction for e in copies}
+        assert len(wordings) == 4
+        task = Task.from_spec(copies[0].task_spec)
+        assert wordings <= set(task.instructions("train"))
+        for e in copies[1:]:
+            np.testing.assert_array_equal(e.states, copies[0].states)
+            np.testing.assert_array_equal(e.actions, copies[0].actions)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown level"):
+        collect("clevr", "medium", 2, seed=0, progress=False)
+    with pytest.raises(ValueError, match="unknown domain"):
+        collect("atari", "train", 2, seed=0, progress=False)
+    with pytest.raises(ValueError, match="episodes"):
+        collect("clevr", "train", 0, seed=0, progress=False)
+
+
+def test_cli_collect_info_and_overwrite_protection(tmp_path, capsys):
+    out = tmp_path / "real.h5"
+    args = ["collect", "--level", "hard", "--episodes", "3", "--seed", "1", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    ds = load_dataset(out)
+    assert len(ds) == 3 and (ds.episode_level == 3).all()
+    assert json.loads(ds.tasks[0])["family"] in {"all_of", "sequential", "line", "gather"}
+    assert ds.provenance["seed"] == 1 and "episodes/s" in capsys.readouterr().out
+    before = out.read_bytes()
+    assert main(args) == 2  # refuses to overwrite
+    assert out.read_bytes() == before
+    assert main(["info", str(out)]) == 0
+    assert "episodes: 3" in capsys.readouterr().out
+    assert main(["info", str(tmp_path / "missing.h5")]) == 2
+
+
+def test_evaluation_set_never_replays_a_training_start():
+    from imaginebench.envs.clevr.suite import ClevrTaskSuite
+
+    data, _ = collect("clevr", "train", 30, seed=0, progress=False)
+    starts = {tuple(np.round(data.episode(i).states[0], 5)) for i in range(len(data))}
+    for seed in (0, 1):
+        evaluation = ClevrTaskSuite().episodes("train", 30, seed=seed)
+        assert not starts & {tuple(np.round(e.initial_state, 5)) for e in evaluation}
