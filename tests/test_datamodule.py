@@ -377,7 +377,8 @@ def test_missing_real_data_is_collected_once(tmp_path, monkeypatch):
     RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path)).prepare_data()
     assert path.stat().st_mtime_ns == mtime and len(calls) == 1
     dm.setup()
-    expected, _ = original("clevr", "train", 5, 1, epsilon=config.epsilon, progress=False)
+    expected, _ = original("clevr", "train", 5, 1, epsilon=config.epsilon,
+                           paraphrases=config.paraphrases, progress=False)
     assert len(dm.real) == expected.num_transitions
     assert np.array_equal(dm.real.states.numpy(), expected.states)
     assert dm.imaginary is None

@@ -77,7 +77,9 @@ class MixedBatches:
         self.generator = torch.Generator()
 
     def batch(self, step: int) -> TensorDict:
-        self.generator.manual_seed(((self.seed << 32) + step) % (2**63))  # unique below 2^32 steps
+        # torch's CPU generator keeps 32 bits of a seed: hash (seed, step) into them.
+        state = np.random.SeedSequence([self.seed, step]).generate_state(1)[0]
+        self.generator.manual_seed(int(state))
         parts = []
         for buffer, n in ((self.real, self.n_real), (self.imaginary, self.n_imaginary)):
             if n == 0 or buffer is None:
