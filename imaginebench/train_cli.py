@@ -38,7 +38,7 @@ def run(args: list[str] | None = None) -> ImagineBenchCLI:
         RealImaginaryDataModule,
         subclass_mode_model=True,
         save_config_kwargs={"overwrite": True},
-        args=args,
+        args=None if args == sys.argv[1:] else args,  # None: LightningCLI reads sys.argv
     )
 
 

@@ -63,7 +63,8 @@ def collect(
     successes: list[bool] = []
     simulated = 0
     start = time.perf_counter()
-    bar = tqdm(plans, desc=f"collect {domain}/{level}", unit="ep", disable=not progress)
+    # disable=None: a progress bar on terminals only (no megabytes of bar updates in log files)
+    bar = tqdm(plans, desc=f"collect {domain}/{level}", unit="ep", disable=None if progress else True)
     for plan in bar:
         state, info = env.reset(options={"episode": plan})
         states, actions, rewards = [state], [], []

@@ -1,0 +1,34 @@
+"""Bytes per transition of the in-memory buffers (regenerates the figure in docs/training.md).
+
+    python benchmarks/memory.py --episodes 1000 --paraphrases 20
+
+Collects (or reuses from the cache) the same real data as configs/cql_clevr.yaml and reports the
+buffer size: states once per step, action, reward, done, instruction id and source per transition.
+"""
+from __future__ import annotations
+
+import argparse
+
+from imaginebench.datamodules import CollectConfig, RealImaginaryDataModule
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--paraphrases", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    dm = RealImaginaryDataModule(
+        collect=CollectConfig(episodes=args.episodes, seed=args.seed, paraphrases=args.paraphrases)
+    )
+    dm.setup()
+    assert dm.real is not None
+    print(f"transitions: {len(dm.real)}")
+    print(f"states: {tuple(dm.real.states.shape)} {dm.real.states.dtype}")
+    for key, value in dm.real.data.items():
+        print(f"{key}: {value.dtype}, {value.element_size() * value[0].numel()} bytes each")
+    print(f"bytes per transition: {dm.bytes_per_transition:.1f}")
+
+
+if __name__ == "__main__":
+    main()
