@@ -140,3 +140,20 @@ def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
     assert ddp["global_step"] == single["global_step"] == 6
     for k, v in single["state_dict"].items():
         torch.testing.assert_close(ddp["state_dict"][k], v, rtol=1e-4, atol=1e-5, msg=k)
+
+
+def test_several_updates_per_batch_train_exactly_like_one(real_path):
+    """updates_per_batch only amortises Lightning's per-batch overhead: same stream, same steps."""
+    runs = []
+    for k in (1, 4):
+        L.seed_everything(0)
+        dm = RealImaginaryDataModule(real=str(real_path), ratio=0.0, batch_size=32, seed=1,
+                                     updates_per_batch=k)
+        model = DiscreteCQL(state_dim=dm.state_dim, action_spec=dm.action_spec, hidden=(32, 32),
+                            target_update_interval=5)
+        trainer = _trainer(24, enable_checkpointing=False)
+        trainer.fit(model, dm)
+        assert trainer.global_step == 24
+        runs.append(model.state_dict())
+    for key in runs[0]:
+        assert torch.equal(runs[0][key], runs[1][key]), key

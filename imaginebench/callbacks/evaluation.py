@@ -135,6 +135,7 @@ class SuccessRateEvaluation(L.Callback):
         self.results_file = results_file
         self.test_after_fit = test_after_fit
         self._envs: dict[str, list] = {}
+        self._next_eval = every_n_steps
         self.last_results: list[LevelResult] = []
 
     def run(self, trainer: L.Trainer, module: Any, episodes: int) -> list[LevelResult]:
@@ -152,8 +153,14 @@ class SuccessRateEvaluation(L.Callback):
     # -- during training ------------------------------------------------------------------------
     def on_train_batch_end(self, trainer: L.Trainer, module: Any, *args: Any) -> None:
         step = trainer.global_step
-        if self.every_n_steps and step % self.every_n_steps == 0 and step > 0:
+        # ">=": a batch may hold several updates (updates_per_batch), so steps can jump.
+        if self.every_n_steps and step >= self._next_eval:
+            self._next_eval = (step // self.every_n_steps + 1) * self.every_n_steps
             self._evaluate_and_log(trainer, module, step)
+
+    def on_train_start(self, trainer: L.Trainer, module: Any) -> None:
+        every = self.every_n_steps or 1
+        self._next_eval = (trainer.global_step // every + 1) * every
 
     @rank_zero_only
     def _evaluate_and_log(self, trainer: L.Trainer, module: Any, step: int) -> None:

@@ -115,6 +115,11 @@ class RealImaginaryDataModule(L.LightningDataModule):
         cache_dir: where collected data goes (default ``$IMAGINEBENCH_CACHE`` or
             ``~/.cache/imaginebench``).
         state_margin: tolerance around the environment's state bounds for imaginary data.
+        updates_per_batch: hand the trainer ``K`` consecutive batches at once, stacked into a
+            ``(K, batch_size)`` TensorDict; the module makes one gradient update per slice.
+            The stream and ``global_step`` (one per update) are unchanged; only Lightning's
+            per-batch overhead is paid once per ``K`` updates. Keep ``max_steps`` and
+            checkpoint/evaluation intervals multiples of ``K``.
     """
 
     def __init__(
@@ -128,6 +133,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         collect: CollectConfig | None = None,
         cache_dir: str | None = None,
         state_margin: float = 0.05,
+        updates_per_batch: int = 1,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -136,6 +142,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
             raise ValueError(f"ratio must be in [0, 1] or 'pool', got {ratio!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if updates_per_batch < 1:
+            raise ValueError(f"updates_per_batch must be >= 1, got {updates_per_batch}")
+        self.updates_per_batch = updates_per_batch
         self.domain, self.real_path = domain, real
         self.imaginary_paths = list(imaginary or [])
         self.ratio, self.batch_size, self.seed = ratio, batch_size, seed
@@ -296,7 +305,8 @@ class RealImaginaryDataModule(L.LightningDataModule):
 
 class _StreamFromTrainer:
     """Iterable handed to Lightning: starts at the trainer's current step (so ``--ckpt_path``
-    resumes the exact stream) and slices the global batch by the trainer's rank."""
+    resumes the exact stream), slices the global batch by the trainer's rank, and stacks
+    ``updates_per_batch`` consecutive batches when asked to."""
 
     def __init__(self, datamodule: RealImaginaryDataModule) -> None:
         self.datamodule = datamodule
@@ -306,4 +316,8 @@ class _StreamFromTrainer:
         start = trainer.global_step if trainer is not None else 0
         rank = trainer.global_rank if trainer is not None else 0
         world = trainer.world_size if trainer is not None else 1
-        return iter(self.datamodule.batches(start, rank, world))
+        stream = iter(self.datamodule.batches(start, rank, world))
+        k = self.datamodule.updates_per_batch
+        if k == 1:
+            return stream
+        return (torch.stack([next(stream) for _ in range(k)]) for _ in iter(int, 1))

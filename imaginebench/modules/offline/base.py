@@ -165,18 +165,20 @@ class OfflineRLModule(L.LightningModule):
         return torch.optim.Adam(self.param_groups(), lr=getattr(self, "lr", 3e-4), foreach=True)
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
+        """One gradient update per batch (per slice of a stacked ``(K, B)`` batch)."""
         optimizer = self.optimizers()
-        self.log_now = self.global_step % self.trainer.log_every_n_steps == 0
-        terms = self.losses(self.prepare(batch))
-        optimizer.zero_grad(set_to_none=True)
-        self.manual_backward(terms["loss"])
-        optimizer.step()
-        self.after_update()
-        if self.log_now:  # logging costs ~1 ms: only every log_every_n_steps
-            self.log_dict(
-                {f"train/{k}": v.detach() for k, v in terms.items()},
-                on_step=True, on_epoch=False, batch_size=int(batch["state"].shape[0]),
-            )
+        for sub in batch.unbind(0) if batch.batch_dims == 2 else (batch,):
+            self.log_now = self.global_step % self.trainer.log_every_n_steps == 0
+            terms = self.losses(self.prepare(sub))
+            optimizer.zero_grad(set_to_none=True)
+            self.manual_backward(terms["loss"])
+            optimizer.step()
+            self.after_update()
+            if self.log_now:  # logging costs ~1 ms: only every log_every_n_steps
+                self.log_dict(
+                    {f"train/{k}": v.detach() for k, v in terms.items()},
+                    on_step=True, on_epoch=False, batch_size=int(sub["state"].shape[0]),
+                )
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
         """Nothing per batch: the evaluation callback runs the simulators."""
