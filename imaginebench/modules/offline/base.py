@@ -152,13 +152,14 @@ class OfflineRLModule(L.LightningModule):
 
     def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Normalise states and look up instruction embeddings (once per unique instruction)."""
-        out = dict(batch.items())
-        out["state"] = self.normalize(batch["state"])
-        if self.uses_next_state:
-            out["next_state"] = self.normalize(batch["next_state"])
         if self.train_embeddings.numel() == 0:
             self.train_embeddings = self.embed(self.data_to_bank)
-        out["instruction"] = self.train_embeddings[batch["instruction_id"]]
+        get = batch.get  # plain key lookups: cheaper than iterating the TensorDict
+        out = {key: get(key) for key in ("action", "reward", "done", "source")}
+        out["state"] = self.normalize(get("state"))
+        if self.uses_next_state:
+            out["next_state"] = self.normalize(get("next_state"))
+        out["instruction"] = self.train_embeddings[get("instruction_id")]
         return out
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
