@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -89,7 +90,13 @@ def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_path):
     small = _small_config(config, tmp_path, real_path)
     cli = run(["fit", "-c", str(small)])
     assert cli.trainer.global_step == 6
-    assert (tmp_path / "ckpt" / "last.ckpt").exists()
+    last = tmp_path / "ckpt" / "last.ckpt"
+    assert last.exists()
+    # a checkpoint alone rebuilds the policy (sizes and normalisers included)
+    restored = type(cli.model).load_from_checkpoint(last)
+    states = np.random.default_rng(0).uniform(-0.4, 0.4, size=(5, 10)).astype(np.float32)
+    words = ["Push the red ball to the left of the blue ball"] * 5
+    np.testing.assert_array_equal(restored.act(states, words), cli.model.act(states, words))
     events = list((tmp_path / "runs").rglob("events.out.tfevents.*"))
     assert events, "TensorBoard logging is on by default"
     run(["test", "-c", str(small), "--ckpt_path", str(tmp_path / "ckpt" / "last.ckpt")])

@@ -60,6 +60,9 @@ class InstructionEncoder(nn.Module):
         if pooling not in ("mean", "cls", "pooler"):
             raise ValueError(f"pooling must be 'mean', 'cls' or 'pooler', got {pooling!r}")
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Loading weights" bars in training logs
 
         path = resolve_encoder_path(name_or_path)
         local_only = os.environ.get("IMAGINEBENCH_ALLOW_DOWNLOAD") != "1"

@@ -1,6 +1,7 @@
 """OfflineRLModule: the LightningModule every offline RL algorithm subclasses.
 
-A subclass builds its networks in ``build_networks`` and implements two methods:
+A subclass builds its networks in ``__init__`` (sizes come from ``state_dim``, ``action_spec``
+and the backbone settings) and implements two methods:
 
 * ``losses(batch) -> dict`` — every loss term and diagnostic for one batch. ``"loss"`` is the
   sum that is back-propagated; terms that must not update some network detach its parameters
