@@ -3,6 +3,7 @@ collection speed, and push statistics against the original real data.
 
     python benchmarks/clevr_report.py --episodes 200 --seed 0
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,17 +42,21 @@ def main() -> None:
     ]
     train_data = None
     for level in LEVELS:
-        data, stats = collect("clevr", level, args.episodes, args.seed, epsilon=args.epsilon,
-                              progress=False)
+        data, stats = collect(
+            "clevr", level, args.episodes, args.seed, epsilon=args.epsilon, progress=False
+        )
         family = defaultdict(list)
         for i in range(len(data)):
             family[json.loads(data.tasks[data.episode_task[i]])["family"]].append(
                 data.episode_success[i]
             )
-        per_family = ", ".join(f"{k} {100 * np.mean(v):.0f}% (n={len(v)})" for k, v in family.items())
+        per_family = ", ".join(
+            f"{k} {100 * np.mean(v):.0f}% (n={len(v)})" for k, v in family.items()
+        )
         lines.append(
             f"| {level} | {stats.episodes} | {100 * stats.success_rate:.1f}% | "
-            f"{data.episode_lengths().mean():.2f} | {stats.episodes_per_second:.1f} | {per_family} |"
+            f"{data.episode_lengths().mean():.2f} | {stats.episodes_per_second:.1f} | "
+            f"{per_family} |"
         )
         print(lines[-1], flush=True)
         if level == "train":

@@ -5,6 +5,7 @@
 Collects (or reuses from the cache) the same real data as configs/cql_clevr.yaml and reports the
 buffer size: states once per step, action, reward, done, instruction id and source per transition.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -38,6 +38,7 @@ without its dependencies (it runs fine with gymnasium 1.4):
 
 (the first line is ``pip install -e '.[benchmark]'``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -199,19 +200,34 @@ def run_ours(
                 self.t1 = (time.perf_counter(), time.process_time())
 
     torch.manual_seed(seed)
-    dm = RealImaginaryDataModule(real=str(data.path), ratio=0.0, batch_size=hp.batch_size,
-                                 seed=seed, updates_per_batch=k)
-    common = dict(state_dim=dm.state_dim, action_spec=dm.action_spec, hidden=hp.hidden,
-                  instruction_dim=hp.instruction_dim)
+    dm = RealImaginaryDataModule(
+        real=str(data.path), ratio=0.0, batch_size=hp.batch_size, seed=seed, updates_per_batch=k
+    )
+    common = dict(
+        state_dim=dm.state_dim,
+        action_spec=dm.action_spec,
+        hidden=hp.hidden,
+        instruction_dim=hp.instruction_dim,
+    )
     if algo == "DiscreteBC":
         model = DiscreteBC(**common, lr=hp.bc_lr, logit_penalty=hp.bc_penalty)
     else:
-        model = DiscreteCQL(**common, lr=hp.cql_lr, gamma=hp.gamma, alpha=hp.alpha,
-                            target_update_interval=hp.target_update_interval)
+        model = DiscreteCQL(
+            **common,
+            lr=hp.cql_lr,
+            gamma=hp.gamma,
+            alpha=hp.alpha,
+            target_update_interval=hp.target_update_interval,
+        )
     timer = StepTimer()
     trainer = L.Trainer(
-        max_steps=warmup + steps, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, callbacks=[timer],
+        max_steps=warmup + steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[timer],
     )
     trainer.fit(model, dm)
     assert timer.t0 is not None and timer.t1 is not None, "the trainer stopped early"
@@ -245,7 +261,8 @@ def run_bare(algo: str, data: Data, hp: Hyper, warmup: int, steps: int, seed: in
             with torch.no_grad():
                 best = net(s2, e).argmax(1, keepdim=True)
                 y = data.reward[idx] + hp.gamma * (1.0 - data.done[idx]) * target(s2, e).gather(
-                    1, best).squeeze(1)
+                    1, best
+                ).squeeze(1)
             loss = F.smooth_l1_loss(q_a, y) + hp.alpha * (torch.logsumexp(q, 1) - q_a).mean()
         else:
             logits = net(s, e)
@@ -324,8 +341,10 @@ def d3rlpy_dataset(data: Data):
         action_space=d3rlpy.ActionSpace.DISCRETE,
         action_size=int(data.action_spec["n"]),
     )
-    assert dataset.transition_count == data.transitions, (dataset.transition_count,
-                                                          data.transitions)
+    assert dataset.transition_count == data.transitions, (
+        dataset.transition_count,
+        data.transitions,
+    )
     _d3rlpy_cache["dataset"] = dataset
     return dataset
 
@@ -367,13 +386,19 @@ def run_d3rlpy(algo: str, data: Data, hp: Hyper, warmup: int, steps: int, seed: 
     d3rlpy.seed(seed)  # numpy (the replay buffer's sampler), random and torch
     if algo == "DiscreteBC":
         config = d3rlpy.algos.DiscreteBCConfig(
-            batch_size=hp.batch_size, learning_rate=hp.bc_lr, beta=hp.bc_penalty,
+            batch_size=hp.batch_size,
+            learning_rate=hp.bc_lr,
+            beta=hp.bc_penalty,
             encoder_factory=factory,
         )
     else:
         config = d3rlpy.algos.DiscreteCQLConfig(
-            batch_size=hp.batch_size, learning_rate=hp.cql_lr, gamma=hp.gamma, alpha=hp.alpha,
-            target_update_interval=hp.target_update_interval, encoder_factory=factory,
+            batch_size=hp.batch_size,
+            learning_rate=hp.cql_lr,
+            gamma=hp.gamma,
+            alpha=hp.alpha,
+            target_update_interval=hp.target_update_interval,
+            encoder_factory=factory,
         )
     learner = config.create(device="cpu:0")
     learner.build_with_dataset(dataset)
@@ -390,8 +415,12 @@ def run_d3rlpy(algo: str, data: Data, hp: Hyper, warmup: int, steps: int, seed: 
         tc = clock()
         sample_s += tb - ta
         update_s += tc - tb
-    return {"seconds": clock() - t0, "cpu_seconds": time.process_time() - c0,
-            "sample_seconds": sample_s, "update_seconds": update_s}
+    return {
+        "seconds": clock() - t0,
+        "cpu_seconds": time.process_time() - c0,
+        "sample_seconds": sample_s,
+        "update_seconds": update_s,
+    }
 
 
 RUNNERS = {
@@ -449,24 +478,36 @@ def quiet_libraries() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=2000, help="timed updates per run")
-    parser.add_argument("--warmup", type=int, default=200,
-                        help="untimed updates before timing (>= 1)")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="interleaved repeats (median reported)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch.set_num_threads (default: torch's default)")
+    parser.add_argument(
+        "--warmup", type=int, default=200, help="untimed updates before timing (>= 1)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="interleaved repeats (median reported)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's default)"
+    )
     parser.add_argument("--episodes", type=int, default=300, help="CLEVR train episodes collected")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--algorithms", default=",".join(ALGORITHMS),
-                        help="comma-separated subset of " + ",".join(ALGORITHMS))
-    parser.add_argument("--contenders", default=",".join(CONTENDERS),
-                        help="comma-separated subset of " + ",".join(CONTENDERS))
-    parser.add_argument("--cache-dir",
-                        default=str(Path(tempfile.gettempdir()) / "imaginebench_throughput"),
-                        help="where the collected dataset is cached")
+    parser.add_argument(
+        "--algorithms",
+        default=",".join(ALGORITHMS),
+        help="comma-separated subset of " + ",".join(ALGORITHMS),
+    )
+    parser.add_argument(
+        "--contenders",
+        default=",".join(CONTENDERS),
+        help="comma-separated subset of " + ",".join(CONTENDERS),
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=str(Path(tempfile.gettempdir()) / "imaginebench_throughput"),
+        help="where the collected dataset is cached",
+    )
     parser.add_argument("--out", default="docs/results/throughput.md", help="'' to skip writing")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 1 or args.repeats < 1:
@@ -489,32 +530,44 @@ def main() -> None:
         try:
             d3rlpy_version = import_d3rlpy().__version__
         except ImportError:
-            sys.exit("d3rlpy is not installed; see the install lines in this script's docstring "
-                     "or pass --contenders ours,bare")
+            sys.exit(
+                "d3rlpy is not installed; see the install lines in this script's docstring "
+                "or pass --contenders ours,bare"
+            )
     quiet_libraries()
     import lightning
 
     cores = os.cpu_count() or 1
     threads = torch.get_num_threads()
     if load_start[0] > 0.5 * cores:
-        print(f"# warning: 1-minute load average {load_start[0]:.1f} on {cores} cores (it lags a "
-              f"minute behind): if other processes are running, wall-clock rates are unreliable"
-              + (f", and {threads} torch threads sharing busy cores can make every step orders of "
-                 f"magnitude slower; measure on an idle machine (or with --threads 1 and read "
-                 f"the CPU-time rates)" if threads > 1 else "; read the CPU-time rates")
-              + ". The report gives the cores other processes used during every run.", flush=True)
+        print(
+            f"# warning: 1-minute load average {load_start[0]:.1f} on {cores} cores (it lags a "
+            f"minute behind): if other processes are running, wall-clock rates are unreliable"
+            + (
+                f", and {threads} torch threads sharing busy cores can make every step orders of "
+                f"magnitude slower; measure on an idle machine (or with --threads 1 and read "
+                f"the CPU-time rates)"
+                if threads > 1
+                else "; read the CPU-time rates"
+            )
+            + ". The report gives the cores other processes used during every run.",
+            flush=True,
+        )
     hp = Hyper()
     cache_dir = Path(args.cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     data = load_data(args.episodes, args.seed, cache_dir)
-    print(f"# {args.episodes} episodes, {data.transitions} transitions, "
-          f"{len(data.instructions)} instructions; torch {torch.__version__} with "
-          f"{threads} threads; steps {args.steps}, warm-up {args.warmup}, "
-          f"repeats {args.repeats}, batch {hp.batch_size}", flush=True)
+    print(
+        f"# {args.episodes} episodes, {data.transitions} transitions, "
+        f"{len(data.instructions)} instructions; torch {torch.__version__} with "
+        f"{threads} threads; steps {args.steps}, warm-up {args.warmup}, "
+        f"repeats {args.repeats}, batch {hp.batch_size}",
+        flush=True,
+    )
 
     results: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.repeats):
-        order = contenders[r % len(contenders):] + contenders[: r % len(contenders)]
+        order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
         for algo in algorithms:
             for who in order:
                 gc.collect()
@@ -524,18 +577,25 @@ def main() -> None:
                 res["rate"] = args.steps / res["seconds"]
                 res["cpu_rate"] = args.steps / res["cpu_seconds"]
                 # cores kept busy by other processes during this run (setup included)
-                res["others"] = (None if busy0 is None or busy1 is None else
-                                 max(0.0, (busy1 - busy0) - (own1 - own0)) / (wall1 - wall0))
+                res["others"] = (
+                    None
+                    if busy0 is None or busy1 is None
+                    else max(0.0, (busy1 - busy0) - (own1 - own0)) / (wall1 - wall0)
+                )
                 results.setdefault((algo, who), []).append(res)
                 extra = ""
                 if "update_seconds" in res:
-                    extra = (f"; sampling {1e3 * res['sample_seconds'] / args.steps:.2f} ms/step, "
-                             f"update {1e3 * res['update_seconds'] / args.steps:.2f} ms/step")
+                    extra = (
+                        f"; sampling {1e3 * res['sample_seconds'] / args.steps:.2f} ms/step, "
+                        f"update {1e3 * res['update_seconds'] / args.steps:.2f} ms/step"
+                    )
                 if res["others"] is not None:
                     extra += f"; other processes used {res['others']:.2f} cores"
-                print(f"# repeat {r + 1}/{args.repeats} {algo:11s} {who:6s} "
-                      f"{res['rate']:8.1f} upd/s (CPU time: {res['cpu_rate']:.1f}){extra}",
-                      flush=True)
+                print(
+                    f"# repeat {r + 1}/{args.repeats} {algo:11s} {who:6s} "
+                    f"{res['rate']:8.1f} upd/s (CPU time: {res['cpu_rate']:.1f}){extra}",
+                    flush=True,
+                )
 
     def median(algo: str, who: str, key: str = "rate") -> float | None:
         runs = results.get((algo, who))
@@ -553,9 +613,11 @@ def main() -> None:
         ]
         for algo in algorithms:
             ours, k8, bare, d3 = (median(algo, c, key) for c in CONTENDERS)
-            rows.append(f"| {algo} | {fmt_rate(ours)} | {fmt_rate(k8)} | {fmt_rate(bare)} | "
-                        f"{fmt_rate(d3)} | {fmt_ratio(ours, bare)} | {fmt_ratio(k8, bare)} | "
-                        f"{fmt_ratio(ours, d3)} |")
+            rows.append(
+                f"| {algo} | {fmt_rate(ours)} | {fmt_rate(k8)} | {fmt_rate(bare)} | "
+                f"{fmt_rate(d3)} | {fmt_ratio(ours, bare)} | {fmt_ratio(k8, bare)} | "
+                f"{fmt_ratio(ours, d3)} |"
+            )
         return rows
 
     table = rate_table("rate")
@@ -590,11 +652,19 @@ def main() -> None:
         f"{args.repeats} interleaved repeat(s), median reported.",
         f"* Other processes: 1-minute load average {load_start[0]:.2f} before the start; during "
         f"the runs they kept "
-        + (f"{statistics.mean(others):.2f} cores busy on average (at most {max(others):.2f} "
-           f"in one run)" if others else "an unknown number of cores busy")
+        + (
+            f"{statistics.mean(others):.2f} cores busy on average (at most {max(others):.2f} "
+            f"in one run)"
+            if others
+            else "an unknown number of cores busy"
+        )
         + f" of {cores}"
-        + (": **the machine was shared, so the wall-clock numbers are unreliable** (the "
-           "CPU-time table is less sensitive to this with `--threads 1`)." if busy else "."),
+        + (
+            ": **the machine was shared, so the wall-clock numbers are unreliable** (the "
+            "CPU-time table is less sensitive to this with `--threads 1`)."
+            if busy
+            else "."
+        ),
         "",
         "## Updates per second (wall clock, median)",
         "",
@@ -624,15 +694,18 @@ def main() -> None:
                 continue
             upd = median(algo, "d3rlpy", "update_seconds")
             samp = median(algo, "d3rlpy", "sample_seconds")
-            lines.append(f"| {algo} | {fmt_rate(median(algo, 'd3rlpy'))} | {fmt_rate(upd)} | "
-                         f"{1e3 / samp:.2f} | {1e3 / upd:.2f} |")
+            lines.append(
+                f"| {algo} | {fmt_rate(median(algo, 'd3rlpy'))} | {fmt_rate(upd)} | "
+                f"{1e3 / samp:.2f} | {1e3 / upd:.2f} |"
+            )
         lines.append("")
     lines += [
         "## Every run",
         "",
         "Updates/s from wall clock / from CPU time, and the cores other processes kept busy.",
         "",
-        "| algorithm | contender | " + " | ".join(f"repeat {r + 1}" for r in range(args.repeats))
+        "| algorithm | contender | "
+        + " | ".join(f"repeat {r + 1}" for r in range(args.repeats))
         + " |",
         "|---|---|" + "---|" * args.repeats,
     ]
@@ -641,14 +714,15 @@ def main() -> None:
             runs = results[(algo, who)]
             cells = " | ".join(
                 f"{x['rate']:,.1f} / {x['cpu_rate']:,.1f}"
-                + ("" if x["others"] is None else f" (others {x['others']:.2f})") for x in runs
+                + ("" if x["others"] is None else f" (others {x['others']:.2f})")
+                for x in runs
             )
             lines.append(f"| {algo} | {who} | {cells} |")
     lines += [
         "",
         "## What is timed",
         "",
-        "* **ours**: `lightning.Trainer(max_steps=W+N, accelerator=\"cpu\", logger=False, "
+        '* **ours**: `lightning.Trainer(max_steps=W+N, accelerator="cpu", logger=False, '
         "enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)` "
         "fitting `DiscreteBC` / `DiscreteCQL` with `RealImaginaryDataModule(ratio=0.0, "
         "batch_size=256)`. A callback takes the time at the end of step W and at the end of step "

@@ -1,4 +1,5 @@
 """ImagineBench: offline RL from real and LLM-imagined rollouts, on PyTorch Lightning."""
+
 import os as _os
 
 # MuJoCo rendering on headless machines (set before mujoco is imported; users may override).

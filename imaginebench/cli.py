@@ -3,6 +3,7 @@
 ``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
 ``info`` and ``import-kalm`` manage datasets.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,13 @@ def _collect(args: argparse.Namespace) -> int:
         print(f"error: {out} exists; pass --overwrite to replace it", file=sys.stderr)
         return 2
     dataset, stats = collect(
-        args.domain, args.level, args.episodes, args.seed, epsilon=args.epsilon,
-        paraphrases=args.paraphrases, progress=not args.quiet,
+        args.domain,
+        args.level,
+        args.episodes,
+        args.seed,
+        epsilon=args.epsilon,
+        paraphrases=args.paraphrases,
+        progress=not args.quiet,
     )
     save_dataset(dataset, out, overwrite=args.overwrite)
     print(stats)
@@ -43,8 +49,13 @@ def _import_kalm(args: argparse.Namespace) -> int:
     from imaginebench.data.format import save_dataset
     from imaginebench.data.importers.kalm import import_kalm_clevr
 
-    dataset = import_kalm_clevr(args.source, level=args.level, source=args.as_source,
-                                instruction=args.instruction, companion=args.companion)
+    dataset = import_kalm_clevr(
+        args.source,
+        level=args.level,
+        source=args.as_source,
+        instruction=args.instruction,
+        companion=args.companion,
+    )
     save_dataset(dataset, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     print(dataset.summary())
@@ -66,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epsilon", type=float, default=0.0, help="probability of a random action")
     p.add_argument(
-        "--paraphrases", type=int, default=1,
+        "--paraphrases",
+        type=int,
+        default=1,
         help="store each rollout with this many wordings of its task (default 1)",
     )
     p.add_argument("--out", required=True, help="output .h5 path")
@@ -85,11 +98,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--level", default="train", choices=LEVELS)
     p.add_argument("--as-source", default="real", choices=("real", "imaginary"))
-    p.add_argument("--instruction", default="first", choices=("first", "cycle", "all"),
-                   help="which paraphrase(s) to use: the first (default), paraphrase i %% K for "
-                        "episode i, or one copy of the episode per paraphrase")
-    p.add_argument("--companion", default=None,
-                   help="the .npy dict with instructions/goals of an .h5 file (default: same stem)")
+    p.add_argument(
+        "--instruction",
+        default="first",
+        choices=("first", "cycle", "all"),
+        help="which paraphrase(s) to use: the first (default), paraphrase i %% K for "
+        "episode i, or one copy of the episode per paraphrase",
+    )
+    p.add_argument(
+        "--companion",
+        default=None,
+        help="the .npy dict with instructions/goals of an .h5 file (default: same stem)",
+    )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
     return parser

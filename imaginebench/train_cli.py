@@ -1,4 +1,5 @@
 """LightningCLI entry point: ``imaginebench fit|validate|test -c configs/<algo>_<env>.yaml``."""
+
 from __future__ import annotations
 
 import sys

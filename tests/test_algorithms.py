@@ -1,5 +1,6 @@
 """Offline RL algorithms: they learn on CLEVR, discount correctly, and their continuous
 variants behave as their papers say on small synthetic problems."""
+
 import lightning as L
 import numpy as np
 import pytest
@@ -37,8 +38,12 @@ def fit(module_cls, path, steps, **kwargs):
     dm = RealImaginaryDataModule(real=str(path), ratio=0.0, batch_size=256, seed=0)
     module = module_cls(state_dim=dm.state_dim, action_spec=dm.action_spec, **kwargs)
     trainer = L.Trainer(
-        max_steps=steps, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False,
+        max_steps=steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
     )
     trainer.fit(module, dm)
     return module
@@ -70,7 +75,9 @@ def _batch(n=8, state_dim=3, emb=384, discrete=True):
         "state": torch.randn(n, state_dim, generator=g),
         "next_state": torch.randn(n, state_dim, generator=g),
         "instruction": torch.randn(n, emb, generator=g),
-        "action": torch.randint(0, 4, (n,), generator=g) if discrete else torch.rand(n, 2, generator=g) * 2 - 1,
+        "action": torch.randint(0, 4, (n,), generator=g)
+        if discrete
+        else torch.rand(n, 2, generator=g) * 2 - 1,
         "reward": torch.randn(n, generator=g),
         "done": torch.tensor([True, False] * (n // 2)),
     }
@@ -80,8 +87,13 @@ def _batch(n=8, state_dim=3, emb=384, discrete=True):
 def test_discrete_cql_discounting(bug):
     """gamma multiplies the bootstrap of non-terminal transitions; the original's gamma = 1
     bug only when asked for by name; terminal transitions never bootstrap."""
-    m = DiscreteCQL(state_dim=3, action_spec={"type": "discrete", "n": 4}, gamma=0.5,
-                    alpha=0.0, undiscounted_td_bug=bug)
+    m = DiscreteCQL(
+        state_dim=3,
+        action_spec={"type": "discrete", "n": 4},
+        gamma=0.5,
+        alpha=0.0,
+        undiscounted_td_bug=bug,
+    )
     batch = _batch()
     with torch.no_grad():
         for p in m.q.parameters():
@@ -140,7 +152,9 @@ def test_continuous_cql_is_conservative_and_updates_every_part():
     assert all(torch.isfinite(v).all() for v in terms.values())
     after = m.state_dict()
     for prefix in ("actor.", "critics.", "critics_target.", "log_temperature"):
-        changed = [k for k in after if k.startswith(prefix) and not torch.equal(after[k], before[k])]
+        changed = [
+            k for k in after if k.startswith(prefix) and not torch.equal(after[k], before[k])
+        ]
         assert changed, prefix
     s, i = batch["state"], batch["instruction"]
     q_data = m.critics[0](s, i, batch["action"])
@@ -153,13 +167,18 @@ def test_continuous_cql_actor_loss_does_not_move_critics():
     m = CQL(state_dim=3, action_spec=spec)
     batch = _batch(n=16, discrete=False)
     terms = m.losses(batch)
-    grads = torch.autograd.grad(terms["actor"].requires_grad_() if False else
-                                (m.log_temperature.exp().detach() * 0 + terms["loss"]),
-                                list(m.critics.parameters()), allow_unused=True)
+    grads = torch.autograd.grad(
+        terms["actor"].requires_grad_()
+        if False
+        else (m.log_temperature.exp().detach() * 0 + terms["loss"]),
+        list(m.critics.parameters()),
+        allow_unused=True,
+    )
     assert all(g is not None for g in grads)  # the critic loss does reach the critics
     # ...but the policy-improvement term alone does not:
     pi, log_pi = m.sample(batch["state"], batch["instruction"])
     from imaginebench.modules.offline.base import frozen
+
     q_pi = frozen(m.critics[0], batch["state"], batch["instruction"], pi)
     grads = torch.autograd.grad(q_pi.sum(), list(m.critics.parameters()), allow_unused=True)
     assert all(g is None for g in grads)

@@ -1,5 +1,6 @@
 """Tests for the instruction-conditioned backbone: offline sentence encoder, instruction bank and
 the policy / value heads."""
+
 from __future__ import annotations
 
 import pytest
@@ -163,8 +164,9 @@ STATE_DIM, EMB_DIM, BATCH = 10, 384, 7
 
 
 def features(hidden=(32, 16), extra_dim=0) -> StateInstructionEncoder:
-    return StateInstructionEncoder(STATE_DIM, EMB_DIM, hidden=hidden, instruction_dim=8,
-                                   extra_dim=extra_dim)
+    return StateInstructionEncoder(
+        STATE_DIM, EMB_DIM, hidden=hidden, instruction_dim=8, extra_dim=extra_dim
+    )
 
 
 def inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -225,8 +227,10 @@ def test_gaussian_head_log_prob_matches_tanh_normal():
         else:
             assert pre.abs().max() > 5  # the saturated regime was exercised
             assert (action.abs() <= 1).all()
-    assert ((std >= torch.tensor(GaussianHead.LOG_STD_MIN).exp() - 1e-7)
-            & (std <= torch.tensor(GaussianHead.LOG_STD_MAX).exp() + 1e-6)).all()
+    assert (
+        (std >= torch.tensor(GaussianHead.LOG_STD_MIN).exp() - 1e-7)
+        & (std <= torch.tensor(GaussianHead.LOG_STD_MAX).exp() + 1e-6)
+    ).all()
 
 
 def test_gaussian_head_sample_is_differentiable():

@@ -1,4 +1,5 @@
 """Dynamics fidelity: push displacements on expert episodes against the original real data."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """The CLEVR-Robot gymnasium environment: registration, seeding, step semantics, rendering."""
+
 import gymnasium as gym
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
 """Tests of the CLEVR-Robot instruction wordings."""
+
 from __future__ import annotations
 
 import itertools

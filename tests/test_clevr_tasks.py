@@ -4,6 +4,7 @@ States are 10 numbers: (x, y) of the red, blue, green, purple and cyan balls; be
 left = -x, front = -y, right = +x. Every judge is checked against hand-built states that sit on
 either side of the original benchmark's thresholds.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -91,7 +92,12 @@ def test_relation_sector_boundaries(deg: float) -> None:
 
 @pytest.mark.parametrize(
     "delta, expected",
-    [((0.2, 0.2), "behind"), ((-0.2, 0.2), "left"), ((-0.2, -0.2), "front"), ((0.2, -0.2), "right")],
+    [
+        ((0.2, 0.2), "behind"),
+        ((-0.2, 0.2), "left"),
+        ((-0.2, -0.2), "front"),
+        ((0.2, -0.2), "right"),
+    ],
 )
 def test_relation_exact_diagonals_belong_to_the_counter_clockwise_sector(delta, expected) -> None:
     # The anchor at the origin keeps the angles exactly 45, 135, 225 and 315 degrees.
@@ -166,7 +172,10 @@ def test_near_any_side(deg: float) -> None:
     assert not holds(task, state(green=c, purple=polar(0.391 + 1e-6, deg, c)))
 
 
-@pytest.mark.parametrize("direction, unit", [("behind", (0, 1)), ("left", (-1, 0)), ("front", (0, -1)), ("right", (1, 0))])
+@pytest.mark.parametrize(
+    "direction, unit",
+    [("behind", (0, 1)), ("left", (-1, 0)), ("front", (0, -1)), ("right", (1, 0))],
+)
 def test_push_threshold_and_direction(direction: str, unit: tuple[int, int]) -> None:
     start = (0.0, 0.2)
     u = np.array(unit, dtype=float)
@@ -268,10 +277,14 @@ def test_all_of_needs_every_relation_at_the_same_step() -> None:
     only_red = state(green=g, red=(-0.3, 0.2), blue=(0.45, -0.15))
     only_blue = state(green=g, red=(-0.45, -0.15), blue=(0.3, 0.2))
     wrong_side = state(green=g, red=(-0.3, 0.2), blue=(0.0, 0.5))
-    assert task.success(traj(only_red, only_blue, wrong_side, both)).tolist() == [False] * 3 + [True]
+    assert task.success(traj(only_red, only_blue, wrong_side, both)).tolist() == [False] * 3 + [
+        True
+    ]
     assert task.satisfied(traj(only_red, only_blue, both)).tolist() == [1, 1, 2]
     # A three-relation conjunction with one failing relation fails.
-    three = AllOf([("red", "green", "left"), ("blue", "green", "right"), ("cyan", "green", "front")])
+    three = AllOf(
+        [("red", "green", "left"), ("blue", "green", "right"), ("cyan", "green", "front")]
+    )
     assert not holds(three, both)
     assert holds(three, state(green=g, red=(-0.3, 0.2), blue=(0.3, 0.2), cyan=(0.0, -0.1)))
 
@@ -295,15 +308,23 @@ def test_sequential_order_satisfied_counts() -> None:
     assert task.stage_reached(t).tolist() == [0, 1, 2]
     assert task.success(t).tolist() == [False, False, True]
     # Once reached, success persists even if the relations stop holding.
-    t = traj(_seq_state(False, False), _seq_state(True, False), _seq_state(False, True),
-             _seq_state(False, False))
+    t = traj(
+        _seq_state(False, False),
+        _seq_state(True, False),
+        _seq_state(False, True),
+        _seq_state(False, False),
+    )
     assert task.success(t).tolist() == [False, False, True, True]
 
 
 def test_sequential_stage_two_before_stage_one_does_not_count() -> None:
     task = Sequential([STAGE1, STAGE2])
-    t = traj(_seq_state(False, False), _seq_state(False, True), _seq_state(False, False),
-             _seq_state(True, False))
+    t = traj(
+        _seq_state(False, False),
+        _seq_state(False, True),
+        _seq_state(False, False),
+        _seq_state(True, False),
+    )
     assert task.stage_reached(t).tolist() == [0, 0, 0, 1]
     assert not task.success(t).any()
     # Stage 2 needs to hold again after stage 1.
@@ -459,8 +480,9 @@ def test_valid_constructions_accept_names_and_indices() -> None:
     assert Gather(np.int64(1)) == Gather("blue")
     assert Line((0, 1, 2)) == Line(["red", "blue", "green"])
     rel = [Relation("red", "green", "left"), ("blue", "green", "right")]
-    assert AllOf(rel) == AllOf([{"moved": "red", "anchor": "green", "direction": "left"},
-                                ("blue", "green", "right")])
+    assert AllOf(rel) == AllOf(
+        [{"moved": "red", "anchor": "green", "direction": "left"}, ("blue", "green", "right")]
+    )
     assert Sequential(rel).stages == (Relation(0, 2, 1), Relation(1, 2, 3))
 
 
@@ -485,13 +507,21 @@ def test_valid_constructions_accept_names_and_indices() -> None:
         lambda: AllOf([("red", "blue", "left")]),
         # Cycles in the "moved -> anchor" graph.
         lambda: AllOf([("red", "blue", "left"), ("blue", "red", "left")]),
-        lambda: AllOf([("red", "blue", "left"), ("blue", "green", "front"), ("green", "red", "right")]),
+        lambda: AllOf(
+            [("red", "blue", "left"), ("blue", "green", "front"), ("green", "red", "right")]
+        ),
         # Two balls on the same side of the same anchor.
         lambda: AllOf([("red", "green", "left"), ("blue", "green", "left")]),
         # The same ball moved twice.
         lambda: AllOf([("red", "green", "left"), ("red", "blue", "front")]),
-        lambda: AllOf([("red", "green", "left"), ("blue", "green", "right"), ("cyan", "green", "front"),
-                       ("purple", "green", "behind")]),
+        lambda: AllOf(
+            [
+                ("red", "green", "left"),
+                ("blue", "green", "right"),
+                ("cyan", "green", "front"),
+                ("purple", "green", "behind"),
+            ]
+        ),
         lambda: AllOf([("red", "red", "left"), ("blue", "green", "right")]),
         lambda: Sequential([("red", "blue", "left")]),
         lambda: Sequential([("red", "blue", "left"), ("red", "blue", "sideways")]),
@@ -555,7 +585,10 @@ def test_easy_and_hard_levels() -> None:
     assert len(hard) == 66 and len(set(hard)) == 66
     count = lambda cls, n=None: sum(  # noqa: E731
         isinstance(t, cls)
-        and (n is None or len(getattr(t, {AllOf: "relations", Line: "balls"}.get(cls, "stages"))) == n)
+        and (
+            n is None
+            or len(getattr(t, {AllOf: "relations", Line: "balls"}.get(cls, "stages"))) == n
+        )
         for t in hard
     )
     assert count(AllOf, 2) == 24 and count(AllOf, 3) == 12 and count(Sequential, 2) == 12

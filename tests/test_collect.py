@@ -1,4 +1,5 @@
 """Real-data collection: deterministic per seed, paraphrase copies, the CLI."""
+
 import json
 
 import numpy as np
@@ -50,7 +51,18 @@ def test_bad_arguments():
 
 def test_cli_collect_info_and_overwrite_protection(tmp_path, capsys):
     out = tmp_path / "real.h5"
-    args = ["collect", "--level", "hard", "--episodes", "3", "--seed", "1", "--out", str(out), "--quiet"]
+    args = [
+        "collect",
+        "--level",
+        "hard",
+        "--episodes",
+        "3",
+        "--seed",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert main(args) == 0
     ds = load_dataset(out)
     assert len(ds) == 3 and (ds.episode_level == 3).all()

@@ -1,4 +1,5 @@
 """Tests for the HDF5 rollout dataset format (imaginebench.data.format)."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,8 @@ import h5py
 import numpy as np
 import pytest
 
-from imaginebench.data import format as fmt
+from imaginebench.data import hdf5 as h5io
+from imaginebench.data import validation
 from imaginebench.data.format import (
     LEVELS,
     SCHEMA_VERSION,
@@ -26,16 +28,32 @@ from imaginebench.data.format import (
 DISCRETE = {"type": "discrete", "n": 5}
 CONTINUOUS = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
 ARRAY_FIELDS = (
-    "states", "actions", "rewards", "terminals", "truncations", "episode_offsets",
-    "episode_instruction", "episode_task", "episode_level", "episode_source", "episode_success",
+    "states",
+    "actions",
+    "rewards",
+    "terminals",
+    "truncations",
+    "episode_offsets",
+    "episode_instruction",
+    "episode_task",
+    "episode_level",
+    "episode_source",
+    "episode_success",
 )
 
 
 # ------------------------------------------------------------------------------------ helpers
 
 
-def make_episodes(n_eps: int, *, continuous: bool, seed: int = 0, state_dim: int = 3,
-                  source: str | None = None, instr_prefix: str = "go to") -> list[Episode]:
+def make_episodes(
+    n_eps: int,
+    *,
+    continuous: bool,
+    seed: int = 0,
+    state_dim: int = 3,
+    source: str | None = None,
+    instr_prefix: str = "go to",
+) -> list[Episode]:
     rng = np.random.default_rng(seed)
     eps = []
     for i in range(n_eps):
@@ -44,18 +62,20 @@ def make_episodes(n_eps: int, *, continuous: bool, seed: int = 0, state_dim: int
             actions = rng.uniform(-1, 1, size=(t, 2)).astype(np.float32)
         else:
             actions = rng.integers(0, DISCRETE["n"], size=t)
-        eps.append(Episode(
-            states=rng.normal(size=(t + 1, state_dim)).astype(np.float32),
-            actions=actions,
-            rewards=rng.normal(size=t).astype(np.float32),
-            terminated=bool(i % 3 == 0),
-            truncated=bool(i % 3 == 1),
-            instruction=f"{instr_prefix} {i % 3}",
-            task_spec=json.dumps({"family": "reach", "target": i % 2}),
-            level=LEVELS[i % len(LEVELS)],
-            source=source or SOURCES[i % len(SOURCES)],
-            success=bool(i % 3 == 0),
-        ))
+        eps.append(
+            Episode(
+                states=rng.normal(size=(t + 1, state_dim)).astype(np.float32),
+                actions=actions,
+                rewards=rng.normal(size=t).astype(np.float32),
+                terminated=bool(i % 3 == 0),
+                truncated=bool(i % 3 == 1),
+                instruction=f"{instr_prefix} {i % 3}",
+                task_spec=json.dumps({"family": "reach", "target": i % 2}),
+                level=LEVELS[i % len(LEVELS)],
+                source=source or SOURCES[i % len(SOURCES)],
+                success=bool(i % 3 == 0),
+            )
+        )
     return eps
 
 
@@ -72,8 +92,15 @@ def assert_episode_equal(a: Episode, b: Episode) -> None:
     np.testing.assert_array_equal(a.states, b.states)
     np.testing.assert_array_equal(a.actions, b.actions)
     np.testing.assert_array_equal(a.rewards, b.rewards)
-    for name in ("terminated", "truncated", "instruction", "task_spec", "level", "source",
-                 "success"):
+    for name in (
+        "terminated",
+        "truncated",
+        "instruction",
+        "task_spec",
+        "level",
+        "source",
+        "success",
+    ):
         assert getattr(a, name) == getattr(b, name), name
 
 
@@ -115,9 +142,9 @@ def replace_dataset(f: h5py.File, name: str, data) -> None:
 @pytest.mark.parametrize("continuous", [False, True])
 def test_from_episodes_and_episode_roundtrip(continuous: bool) -> None:
     eps = make_episodes(7, continuous=continuous)
-    ds = RolloutDataset.from_episodes(eps, domain="toy",
-                                      action_spec=CONTINUOUS if continuous else DISCRETE,
-                                      provenance={})
+    ds = RolloutDataset.from_episodes(
+        eps, domain="toy", action_spec=CONTINUOUS if continuous else DISCRETE, provenance={}
+    )
     assert len(ds) == 7
     assert ds.num_transitions == sum(len(e) for e in eps)
     assert ds.state_dim == 3
@@ -149,10 +176,21 @@ def test_from_episodes_rejects_bad_episode() -> None:
 def test_transition_indices_handcrafted() -> None:
     # episodes of lengths 2, 1, 3 -> states rows: ep0 0..2, ep1 3..4, ep2 5..8
     lengths = [2, 1, 3]
-    eps = [Episode(states=np.arange((t + 1) * 2, dtype=np.float32).reshape(t + 1, 2),
-                   actions=np.zeros(t, dtype=np.int64), rewards=np.zeros(t, np.float32),
-                   terminated=False, truncated=True, instruction="x", task_spec="{}",
-                   level="train", source="real", success=False) for t in lengths]
+    eps = [
+        Episode(
+            states=np.arange((t + 1) * 2, dtype=np.float32).reshape(t + 1, 2),
+            actions=np.zeros(t, dtype=np.int64),
+            rewards=np.zeros(t, np.float32),
+            terminated=False,
+            truncated=True,
+            instruction="x",
+            task_spec="{}",
+            level="train",
+            source="real",
+            success=False,
+        )
+        for t in lengths
+    ]
     ds = RolloutDataset.from_episodes(eps, domain="toy", action_spec=DISCRETE, provenance={})
     np.testing.assert_array_equal(ds.episode_offsets, [0, 2, 3, 6])
     s, s2 = ds.transition_indices()
@@ -167,9 +205,18 @@ def test_transition_indices_handcrafted() -> None:
 def test_summary_mentions_counts() -> None:
     ds = make_ds(n_eps=8)
     text = ds.summary()
-    for frag in ("domain: toy", "episodes: 8", f"transitions: {ds.num_transitions}",
-                 "train=2", "hard=2", "real=4", "imaginary=4", "success rate", "mean length",
-                 "instructions: 3"):
+    for frag in (
+        "domain: toy",
+        "episodes: 8",
+        f"transitions: {ds.num_transitions}",
+        "train=2",
+        "hard=2",
+        "real=4",
+        "imaginary=4",
+        "success rate",
+        "mean length",
+        "instructions: 3",
+    ):
         assert frag in text, frag
 
 
@@ -265,7 +312,7 @@ def test_overwrite_refused(saved: Path) -> None:
 
 
 def _failing_create_array(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None:
-    real = fmt._create_array
+    real = h5io._create_array
     calls = {"n": 0}
 
     def flaky(h5, name, data):
@@ -274,7 +321,7 @@ def _failing_create_array(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> None
             raise RuntimeError("simulated crash mid-write")
         real(h5, name, data)
 
-    monkeypatch.setattr(fmt, "_create_array", flaky)
+    monkeypatch.setattr(h5io, "_create_array", flaky)
 
 
 def test_atomic_write_new_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,7 +350,7 @@ def test_atomic_write_fails_at_rename(saved: Path, monkeypatch: pytest.MonkeyPat
         assert Path(src).parent == saved.parent
         raise OSError("simulated rename failure")
 
-    monkeypatch.setattr(fmt.os, "replace", broken_replace)
+    monkeypatch.setattr(h5io.os, "replace", broken_replace)
     with pytest.raises(OSError, match="simulated"):
         save_dataset(make_ds(n_eps=3), saved, overwrite=True)
     assert saved.read_bytes() == before
@@ -354,24 +401,28 @@ def test_truncated_file(saved: Path, keep: float) -> None:
 def _set_attr(name: str, value) -> Callable[[h5py.File], None]:
     def edit(f: h5py.File) -> None:
         f.attrs[name] = value
+
     return edit
 
 
 def _del_attr(name: str) -> Callable[[h5py.File], None]:
     def edit(f: h5py.File) -> None:
         del f.attrs[name]
+
     return edit
 
 
 def _del_ds(name: str) -> Callable[[h5py.File], None]:
     def edit(f: h5py.File) -> None:
         del f[name]
+
     return edit
 
 
 def _map_ds(name: str, fn) -> Callable[[h5py.File], None]:
     def edit(f: h5py.File) -> None:
         replace_dataset(f, name, fn(f[name][()], f))
+
     return edit
 
 
@@ -380,6 +431,7 @@ def _set_item(name: str, index, value):
         arr = arr.copy()
         arr[index] = value
         return arr
+
     return _map_ds(name, fn)
 
 
@@ -410,29 +462,37 @@ CORRUPTIONS = {
     "missing_domain": (_del_attr("domain"), ["missing root attribute 'domain'"]),
     "missing_action_spec": (_del_attr("action_spec"), ["action_spec"]),
     "bad_action_spec_json": (_set_attr("action_spec", "{not json"), ["action_spec", "JSON"]),
-    "bad_action_spec": (_set_attr("action_spec", json.dumps({"type": "discrete", "n": 0})),
-                        ["action_spec"]),
+    "bad_action_spec": (
+        _set_attr("action_spec", json.dumps({"type": "discrete", "n": 0})),
+        ["action_spec"],
+    ),
     "bad_provenance": (_set_attr("provenance", "[1, 2"), ["provenance"]),
-    "unknown_level_name": (_set_attr("levels", json.dumps(["train", "medium"])),
-                           ["levels", "medium"]),
+    "unknown_level_name": (
+        _set_attr("levels", json.dumps(["train", "medium"])),
+        ["levels", "medium"],
+    ),
     "states_int": (_map_ds("states", lambda a, f: a.astype(np.int32)), ["states", "dtype"]),
-    "terminals_int": (_map_ds("terminals", lambda a, f: a.astype(np.int8)),
-                      ["terminals", "dtype"]),
-    "actions_float": (_map_ds("actions", lambda a, f: a.astype(np.float32)),
-                      ["actions", "dtype"]),
-    "instructions_not_str": (_map_ds("instructions", lambda a, f: np.arange(len(a))),
-                             ["instructions", "string"]),
+    "terminals_int": (_map_ds("terminals", lambda a, f: a.astype(np.int8)), ["terminals", "dtype"]),
+    "actions_float": (_map_ds("actions", lambda a, f: a.astype(np.float32)), ["actions", "dtype"]),
+    "instructions_not_str": (
+        _map_ds("instructions", lambda a, f: np.arange(len(a))),
+        ["instructions", "string"],
+    ),
     "state_dim": (_set_attr("state_dim", 4), ["state_dim", "states"]),
     "actions_2d": (_map_ds("actions", lambda a, f: a[:, None]), ["actions", "shape"]),
     "action_too_big": (_set_item("actions", 3, DISCRETE["n"]), ["actions", "outside [0, 5)"]),
     "action_negative": (_set_item("actions", 0, -1), ["actions", "outside"]),
     "rewards_short": (_map_ds("rewards", lambda a, f: a[:-1]), ["rewards=", "inconsistent"]),
-    "truncations_short": (_map_ds("truncations", lambda a, f: a[:-1]),
-                          ["truncations=", "inconsistent"]),
+    "truncations_short": (
+        _map_ds("truncations", lambda a, f: a[:-1]),
+        ["truncations=", "inconsistent"],
+    ),
     "all_transitions_short": (_shorten_transitions, ["episode_offsets", "ends at"]),
     "offsets_start": (_set_item("episode_offsets", 0, 1), ["episode_offsets", "start at 0"]),
-    "offsets_zero_len": (_map_ds("episode_offsets", _zero_length_episode),
-                         ["episode_offsets", "increasing"]),
+    "offsets_zero_len": (
+        _map_ds("episode_offsets", _zero_length_episode),
+        ["episode_offsets", "increasing"],
+    ),
     "offsets_last": (_set_item("episode_offsets", -1, 10_000), ["episode_offsets", "ends at"]),
     "states_rows": (_map_ds("states", lambda a, f: a[:-1]), ["states", "N + E"]),
     "success_len": (_map_ds("episode_success", lambda a, f: a[:-1]), ["episode_success"]),
@@ -440,14 +500,15 @@ CORRUPTIONS = {
     "task_id": (_set_item("episode_task", 1, -1), ["episode_task", "range"]),
     "level_id": (_set_item("episode_level", 0, 7), ["episode_level", "range"]),
     "source_id": (_set_item("episode_source", 0, 2), ["episode_source", "range"]),
-    "terminal_mid": (_map_ds("terminals", _mid_episode_terminal),
-                     ["terminals", "not the last"]),
-    "duplicate_instruction": (_map_ds("instructions",
-                                      lambda a, f: np.array([a[0]] * len(a), dtype=object)),
-                              ["instructions", "duplicate"]),
-    "task_not_json": (_map_ds("tasks", lambda a, f: np.array([f"x{i}{{" for i in range(len(a))],
-                                                             dtype=object)),
-                      ["tasks", "JSON"]),
+    "terminal_mid": (_map_ds("terminals", _mid_episode_terminal), ["terminals", "not the last"]),
+    "duplicate_instruction": (
+        _map_ds("instructions", lambda a, f: np.array([a[0]] * len(a), dtype=object)),
+        ["instructions", "duplicate"],
+    ),
+    "task_not_json": (
+        _map_ds("tasks", lambda a, f: np.array([f"x{i}{{" for i in range(len(a))], dtype=object)),
+        ["tasks", "JSON"],
+    ),
 }
 
 
@@ -498,12 +559,13 @@ def test_nonfinite_raise(saved: Path) -> None:
 def test_nonfinite_drop(saved: Path, caplog: pytest.LogCaptureFixture) -> None:
     clean = load_dataset(saved)
     _inject_nonfinite(saved)
-    with caplog.at_level(logging.WARNING, logger=fmt.__name__):
+    with caplog.at_level(logging.WARNING, logger=validation.__name__):
         ds = load_dataset(saved, nonfinite="drop")
     assert ds.dropped_nonfinite == 3
     assert len(ds) == 3
-    assert any("dropping 3" in r.getMessage() and str(saved) in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "dropping 3" in r.getMessage() and str(saved) in r.getMessage() for r in caplog.records
+    )
     kept = [0, 3, 5]
     for j, i in enumerate(kept):
         assert_episode_equal(ds.episode(j), clean.episode(i))

@@ -1,5 +1,6 @@
 """Tests for RealImaginaryDataModule: ratio mixing, determinism, DDP slicing, batch content,
 memory footprint, bad-data handling and automatic collection of real data."""
+
 from __future__ import annotations
 
 import json
@@ -46,32 +47,39 @@ def imagine(real: RolloutDataset, episodes: int | None = None, seed: int = 1) ->
             break
         t = len(ep)
         states = ep.states + rng.normal(0.0, 0.01, size=ep.states.shape).astype(np.float32)
-        out.append(Episode(
-            states=np.clip(states, LOW + 0.02, HIGH - 0.02).astype(np.float32),
-            actions=rng.integers(0, 40, size=t),
-            rewards=rng.uniform(-1, 1, size=t).astype(np.float32),
-            terminated=bool(i % 2 == 0),
-            truncated=bool(i % 2 == 1),
-            instruction=ep.instruction if i == 0 else f"imagined instruction {i % 4}",
-            task_spec=json.dumps({"imagined": i % 3}),
-            level=("train", "rephrase")[i % 2],
-            source="imaginary",
-            success=bool(i % 2 == 0),
-        ))
+        out.append(
+            Episode(
+                states=np.clip(states, LOW + 0.02, HIGH - 0.02).astype(np.float32),
+                actions=rng.integers(0, 40, size=t),
+                rewards=rng.uniform(-1, 1, size=t).astype(np.float32),
+                terminated=bool(i % 2 == 0),
+                truncated=bool(i % 2 == 1),
+                instruction=ep.instruction if i == 0 else f"imagined instruction {i % 4}",
+                task_spec=json.dumps({"imagined": i % 3}),
+                level=("train", "rephrase")[i % 2],
+                source="imaginary",
+                success=bool(i % 2 == 0),
+            )
+        )
     return out
 
 
 def pack(episodes: list[Episode], domain: str = "clevr") -> RolloutDataset:
-    return RolloutDataset.from_episodes(episodes, domain=domain, action_spec=CLEVR_ACTIONS,
-                                        provenance={})
+    return RolloutDataset.from_episodes(
+        episodes, domain=domain, action_spec=CLEVR_ACTIONS, provenance={}
+    )
 
 
 def rows(batch) -> list[tuple]:
     """Transitions of a batch as hashable tuples (sortable multiset)."""
     cols = [
-        batch["state"], batch["next_state"], batch["action"][:, None].double(),
-        batch["reward"][:, None].double(), batch["done"][:, None].double(),
-        batch["instruction_id"][:, None].double(), batch["source"][:, None].double(),
+        batch["state"],
+        batch["next_state"],
+        batch["action"][:, None].double(),
+        batch["reward"][:, None].double(),
+        batch["done"][:, None].double(),
+        batch["instruction_id"][:, None].double(),
+        batch["source"][:, None].double(),
     ]
     table = torch.cat([c.double() for c in cols], dim=1)
     return sorted(tuple(r) for r in table.tolist())
@@ -100,12 +108,14 @@ class Lookup:
         ds = self.ds
         for j in self.by_state.get(row["state"].tobytes(), []):
             ep = self.episode[j]
-            if (np.array_equal(row["next_state"], ds.states[self.state_idx[j] + 1])
-                    and row["action"] == ds.actions[j]
-                    and row["reward"] == ds.rewards[j]
-                    and row["done"] == ds.terminals[j]
-                    and instructions[row["instruction_id"]]
-                    == ds.instructions[ds.episode_instruction[ep]]):
+            if (
+                np.array_equal(row["next_state"], ds.states[self.state_idx[j] + 1])
+                and row["action"] == ds.actions[j]
+                and row["reward"] == ds.rewards[j]
+                and row["done"] == ds.terminals[j]
+                and instructions[row["instruction_id"]]
+                == ds.instructions[ds.episode_instruction[ep]]
+            ):
                 return True
         return False
 
@@ -128,8 +138,14 @@ def data(tmp_path_factory):
     imag = save_dataset(pack(imagine(real_ds, seed=1)), directory / "imag.h5")
     small = save_dataset(pack(imagine(real_ds, episodes=10, seed=2)), directory / "imag_small.h5")
     return SimpleNamespace(
-        dir=directory, real_ds=real_ds, real=str(real), imag=str(imag), small=str(small),
-        real_file=load_dataset(real), imag_file=load_dataset(imag), small_file=load_dataset(small),
+        dir=directory,
+        real_ds=real_ds,
+        real=str(real),
+        imag=str(imag),
+        small=str(small),
+        real_file=load_dataset(real),
+        imag_file=load_dataset(imag),
+        small_file=load_dataset(small),
     )
 
 
@@ -145,9 +161,17 @@ def make_dm(data, **kwargs) -> RealImaginaryDataModule:
 # ------------------------------------------------------------------------------------ ratio
 
 
-@pytest.mark.parametrize("batch_size, ratio", [
-    (64, 0), (64, 0.25), (64, 0.5), (64, 1.0), (10, 0.33), (6, 0.9),  # last two: rounded
-])
+@pytest.mark.parametrize(
+    "batch_size, ratio",
+    [
+        (64, 0),
+        (64, 0.25),
+        (64, 0.5),
+        (64, 1.0),
+        (10, 0.33),
+        (6, 0.9),  # last two: rounded
+    ],
+)
 def test_every_batch_has_exact_imaginary_share(data, batch_size, ratio):
     dm = make_dm(data, ratio=ratio, batch_size=batch_size, seed=3)
     expected = round(batch_size * ratio)
@@ -278,16 +302,32 @@ def test_corrupt_real_file(tmp_path):
 
 
 def test_imaginary_file_of_another_domain_or_state_dim(data, tmp_path):
-    other_domain = save_dataset(pack(imagine(data.real_ds, episodes=3), domain="kitchen"),
-                                tmp_path / "kitchen.h5")
-    narrow = [Episode(states=np.zeros((3, 6), np.float32), actions=np.array([1, 2]),
-                      rewards=np.zeros(2, np.float32), terminated=True, truncated=False,
-                      instruction="x", task_spec="{}", level="train", source="imaginary",
-                      success=True)]
+    other_domain = save_dataset(
+        pack(imagine(data.real_ds, episodes=3), domain="kitchen"), tmp_path / "kitchen.h5"
+    )
+    narrow = [
+        Episode(
+            states=np.zeros((3, 6), np.float32),
+            actions=np.array([1, 2]),
+            rewards=np.zeros(2, np.float32),
+            terminated=True,
+            truncated=False,
+            instruction="x",
+            task_spec="{}",
+            level="train",
+            source="imaginary",
+            success=True,
+        )
+    ]
     other_dim = save_dataset(pack(narrow), tmp_path / "dim6.h5")
     for path, problem in ((other_domain, "domain"), (other_dim, "state_dim")):
-        dm = RealImaginaryDataModule(real=data.real, imaginary=[data.imag, str(path)],
-                                     ratio=0.5, batch_size=8, cache_dir=str(tmp_path))
+        dm = RealImaginaryDataModule(
+            real=data.real,
+            imaginary=[data.imag, str(path)],
+            ratio=0.5,
+            batch_size=8,
+            cache_dir=str(tmp_path),
+        )
         with pytest.raises(DatasetError, match=re.escape(str(path))) as info:
             dm.setup()
         assert info.value.source == str(path) and problem in info.value.problem
@@ -307,9 +347,9 @@ def test_missing_imaginary_file_is_skipped(data, tmp_path, caplog):
 
 def test_bad_imaginary_episodes_are_dropped(data, tmp_path, caplog):
     episodes = imagine(data.real_ds, episodes=12, seed=4)
-    episodes[2].states[1, 0] = 5.0            # far off the table
-    episodes[8].states[-1, 1] = 0.7 + 0.2     # beyond the margin
-    episodes[9].states[0, 0] = 0.6 + 0.03     # within the default margin (0.05): kept
+    episodes[2].states[1, 0] = 5.0  # far off the table
+    episodes[8].states[-1, 1] = 0.7 + 0.2  # beyond the margin
+    episodes[9].states[0, 0] = 0.6 + 0.03  # within the default margin (0.05): kept
     path = save_dataset(pack(episodes), tmp_path / "bad.h5")
     nan_episode = 5
     ds = pack(episodes)
@@ -344,10 +384,17 @@ def test_all_imaginary_episodes_bad_falls_back_to_real(data, tmp_path, caplog):
     assert (next(iter(dm.batches()))["source"] == 0).all()
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"ratio": -0.1}, {"ratio": 1.5}, {"ratio": "half"}, {"ratio": float("nan")},
-    {"batch_size": 0}, {"domain": "no_such_domain"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"ratio": -0.1},
+        {"ratio": 1.5},
+        {"ratio": "half"},
+        {"ratio": float("nan")},
+        {"batch_size": 0},
+        {"domain": "no_such_domain"},
+    ],
+)
 def test_invalid_arguments(kwargs, tmp_path):
     with pytest.raises(ValueError):
         RealImaginaryDataModule(real=str(tmp_path / "r.h5"), cache_dir=str(tmp_path), **kwargs)
@@ -366,8 +413,9 @@ def test_missing_real_data_is_collected_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(collect_module, "collect", counting_collect)
     config = CollectConfig(episodes=5, seed=1)
-    dm = RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path),
-                                 ratio=0.5, batch_size=8)
+    dm = RealImaginaryDataModule(
+        real=None, collect=config, cache_dir=str(tmp_path), ratio=0.5, batch_size=8
+    )
     path = tmp_path / config.filename("clevr")
     assert dm.resolved_real_path() == path and not path.exists()
     dm.prepare_data()
@@ -377,8 +425,15 @@ def test_missing_real_data_is_collected_once(tmp_path, monkeypatch):
     RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path)).prepare_data()
     assert path.stat().st_mtime_ns == mtime and len(calls) == 1
     dm.setup()
-    expected, _ = original("clevr", "train", 5, 1, epsilon=config.epsilon,
-                           paraphrases=config.paraphrases, progress=False)
+    expected, _ = original(
+        "clevr",
+        "train",
+        5,
+        1,
+        epsilon=config.epsilon,
+        paraphrases=config.paraphrases,
+        progress=False,
+    )
     assert len(dm.real) == expected.num_transitions
     assert np.array_equal(dm.real.states.numpy(), expected.states)
     assert dm.imaginary is None

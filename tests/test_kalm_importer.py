@@ -3,6 +3,7 @@
 The original files are rebuilt synthetically: real episodes are simulated with ``ClevrEnv`` and
 ``ClevrExpert`` and then packed into the original padded layouts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,15 +58,28 @@ def simulate(level: str, tasks: list, max_steps: int = 50) -> list[Sim]:
             states.append(state)
             actions.append(action)
             rewards.append(reward)
-        out.append(Sim(task, np.asarray(states, np.float32), np.asarray(actions, np.int64),
-                       np.asarray(rewards, np.float32), bool(term)))
+        out.append(
+            Sim(
+                task,
+                np.asarray(states, np.float32),
+                np.asarray(actions, np.int64),
+                np.asarray(rewards, np.float32),
+                bool(term),
+            )
+        )
     return out
 
 
 @pytest.fixture(scope="module")
 def relation_sims() -> list[Sim]:
-    tasks = [Relation(0, 1, 0), Relation(2, 3, 1), Relation(4, 0, 2), Relation(1, 2, 3),
-             Relation(3, 4, 0), Relation(0, 2, 1)]
+    tasks = [
+        Relation(0, 1, 0),
+        Relation(2, 3, 1),
+        Relation(4, 0, 2),
+        Relation(1, 2, 3),
+        Relation(3, 4, 0),
+        Relation(0, 2, 1),
+    ]
     sims = simulate("train", tasks)
     assert all(s.terminated for s in sims)
     assert any(s.length == 1 for s in sims) and sum(s.length >= 2 for s in sims) >= 3
@@ -83,8 +97,14 @@ def push_sims() -> list[Sim]:
 def hard_sims() -> list[Sim]:
     solved = simulate("hard", [AllOf([(0, 1, 0), (2, 3, 1)]), Gather("green")])
     assert all(s.terminated for s in solved)
-    short = simulate("hard", [AllOf([(0, 1, 0), (2, 3, 1), (4, 0, 3)]),
-                              Line(("red", "blue", "green", "purple", "cyan"))], max_steps=4)
+    short = simulate(
+        "hard",
+        [
+            AllOf([(0, 1, 0), (2, 3, 1), (4, 0, 3)]),
+            Line(("red", "blue", "green", "purple", "cyan")),
+        ],
+        max_steps=4,
+    )
     return solved + short
 
 
@@ -107,7 +127,7 @@ def hard_goal(indicator: int, relations: tuple = ()) -> np.ndarray:
     g = np.zeros(24, np.float32)
     g[5] = indicator
     for j, rel in enumerate(relations):
-        g[6 * (j + 1):6 * (j + 2)] = tau_goal(rel)
+        g[6 * (j + 1) : 6 * (j + 2)] = tau_goal(rel)
     return g
 
 
@@ -132,8 +152,13 @@ def paraphrases(i: int) -> list[str]:
 # ------------------------------------------------------------------------------------ packing
 
 
-def pack(sims: list[Sim], goals: list[np.ndarray] | None = None, *,
-         final_state: bool = True, seed: int = 0) -> dict[str, np.ndarray]:
+def pack(
+    sims: list[Sim],
+    goals: list[np.ndarray] | None = None,
+    *,
+    final_state: bool = True,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
     """The original padded arrays.  ``final_state=False`` gives the h5 view: ``L`` observations
     per episode (the state after the last action is not stored)."""
     rng = np.random.default_rng(seed)
@@ -174,8 +199,9 @@ def write_npy(path: Path, d: dict[str, Any]) -> Path:
     return path
 
 
-def write_h5(path: Path, d: dict[str, Any], *, companion: Path | None = None,
-             seed: int = 0) -> Path:
+def write_h5(
+    path: Path, d: dict[str, Any], *, companion: Path | None = None, seed: int = 0
+) -> Path:
     """The ImagineBench layout: obs + 768-d embedding in the .h5, instructions/goals aside."""
     rng = np.random.default_rng(seed)
     obs = d["observations"]
@@ -188,8 +214,11 @@ def write_h5(path: Path, d: dict[str, Any], *, companion: Path | None = None,
         h5["actions"] = d["actions"]
         h5["rewards"] = d["rewards"]
     companion = companion or path.with_suffix(".npy")
-    np.save(companion, {"instructions": d["instructions"], "goals": d["goals"],
-                        "extra": np.arange(3)}, allow_pickle=True)
+    np.save(
+        companion,
+        {"instructions": d["instructions"], "goals": d["goals"], "extra": np.arange(3)},
+        allow_pickle=True,
+    )
     return path
 
 
@@ -197,7 +226,7 @@ def write_h5(path: Path, d: dict[str, Any], *, companion: Path | None = None,
 
 
 def check_episode(ep: Any, sim: Sim, *, n_steps: int) -> None:
-    np.testing.assert_array_equal(ep.states, sim.states[:n_steps + 1])
+    np.testing.assert_array_equal(ep.states, sim.states[: n_steps + 1])
     np.testing.assert_array_equal(ep.actions, sim.actions[:n_steps])
     np.testing.assert_array_equal(ep.rewards, sim.rewards[:n_steps])
     assert ep.actions.dtype == np.int64 and ep.rewards.dtype == np.float32
@@ -234,24 +263,32 @@ def test_npy_round_trip(relation_sims: list[Sim], tmp_path: Path) -> None:
     assert prov["importer"] == "kalm" and prov["format"] == "kalm-npy"
     assert prov["imported_from"] == str(src)
     assert "created" in prov and "numpy" in prov
-    assert prov["import_skipped"] == {"still_goal": 0, "non_finite": 0, "incompatible_goal": 0,
-                                      "dropped_final_transition": 0, "empty": 0}
+    assert prov["import_skipped"] == {
+        "still_goal": 0,
+        "non_finite": 0,
+        "incompatible_goal": 0,
+        "dropped_final_transition": 0,
+        "empty": 0,
+    }
     roundtrip(ds, tmp_path)
 
 
-def test_npy_variants_778_obs_3d_masks_float_actions(relation_sims: list[Sim],
-                                                     tmp_path: Path) -> None:
+def test_npy_variants_778_obs_3d_masks_float_actions(
+    relation_sims: list[Sim], tmp_path: Path
+) -> None:
     d = pack(relation_sims)
     rng = np.random.default_rng(1)
     for key in ("observations", "next_observations"):
-        d[key] = np.concatenate([d[key], rng.normal(size=(*d[key].shape[:2], EMBED))
-                                 .astype(np.float32)], axis=-1)
+        d[key] = np.concatenate(
+            [d[key], rng.normal(size=(*d[key].shape[:2], EMBED)).astype(np.float32)], axis=-1
+        )
     d["masks"] = d["masks"][..., None].astype(np.float32)
     d["actions"] = d["actions"].astype(np.float32)
     d["goals"] = d["goals"][:, 0]  # (N, G)
     d["instructions"] = np.char.add(d["instructions"], "  ")  # trailing blanks are stripped
-    ds = import_kalm_clevr(write_npy(tmp_path / "variant.npy", d), level="rephrase",
-                           source="imaginary")
+    ds = import_kalm_clevr(
+        write_npy(tmp_path / "variant.npy", d), level="rephrase", source="imaginary"
+    )
     for i, sim in enumerate(relation_sims):
         ep = ds.episode(i)
         check_episode(ep, sim, n_steps=sim.length)
@@ -276,10 +313,10 @@ def test_instruction_modes(relation_sims: list[Sim], tmp_path: Path) -> None:
     cycle = import_kalm_clevr(src, instruction="cycle")
     every = import_kalm_clevr(src, instruction="all")
     assert len(first) == len(cycle) == n
-    assert [first.episode(i).instruction for i in range(n)] == [paraphrases(i)[0]
-                                                              for i in range(n)]
-    assert [cycle.episode(i).instruction for i in range(n)] == [paraphrases(i)[i % N_PARA]
-                                                              for i in range(n)]
+    assert [first.episode(i).instruction for i in range(n)] == [paraphrases(i)[0] for i in range(n)]
+    assert [cycle.episode(i).instruction for i in range(n)] == [
+        paraphrases(i)[i % N_PARA] for i in range(n)
+    ]
     assert len(every) == n * N_PARA and len(every.instructions) == n * N_PARA
     by_task: dict[str, set[str]] = {}
     for i in range(len(every)):
@@ -292,8 +329,9 @@ def test_instruction_modes(relation_sims: list[Sim], tmp_path: Path) -> None:
         import_kalm_clevr(src, instruction="random")  # type: ignore[arg-type]
 
 
-def test_all_mode_dedupes_and_ignores_empty_paraphrases(relation_sims: list[Sim],
-                                                        tmp_path: Path) -> None:
+def test_all_mode_dedupes_and_ignores_empty_paraphrases(
+    relation_sims: list[Sim], tmp_path: Path
+) -> None:
     d = pack(relation_sims[:2])
     d["instructions"][0, 1] = d["instructions"][0, 0]
     d["instructions"][0, 2] = ""
@@ -304,8 +342,9 @@ def test_all_mode_dedupes_and_ignores_empty_paraphrases(relation_sims: list[Sim]
 # --------------------------------------------------------------------------------- ImagineBench .h5
 
 
-def test_h5_drops_final_transition(relation_sims: list[Sim], tmp_path: Path,
-                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_h5_drops_final_transition(
+    relation_sims: list[Sim], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     src = write_h5(tmp_path / "clevr_train.h5", pack(relation_sims, final_state=False))
     with caplog.at_level(logging.WARNING):
         ds = import_kalm_clevr(src)
@@ -315,7 +354,7 @@ def test_h5_drops_final_transition(relation_sims: list[Sim], tmp_path: Path,
         ep = ds.episode(i)
         check_episode(ep, sim, n_steps=sim.length - 1)  # states[:L], L - 1 transitions
         assert ep.truncated and not ep.terminated
-        assert ep.success == bool(sim.task.success(sim.states[:sim.length])[-1])
+        assert ep.success == bool(sim.task.success(sim.states[: sim.length])[-1])
     skipped = ds.provenance["import_skipped"]
     assert skipped["dropped_final_transition"] == len(kept)
     assert skipped["empty"] == len(relation_sims) - len(kept)  # length-1 episodes
@@ -362,8 +401,13 @@ def test_hard_goals(hard_sims: list[Sim], relation_sims: list[Sim], tmp_path: Pa
     expected = [
         AllOf((Relation("red", "blue", "behind"), Relation("green", "purple", "left"))),
         Gather("green"),
-        AllOf((Relation("red", "blue", "behind"), Relation("green", "purple", "left"),
-               Relation("cyan", "red", "right"))),
+        AllOf(
+            (
+                Relation("red", "blue", "behind"),
+                Relation("green", "purple", "left"),
+                Relation("cyan", "red", "right"),
+            )
+        ),
         Line(("red", "blue", "green", "purple", "cyan")),
     ]
     for i, (sim, task) in enumerate(zip(hard_sims, expected)):
@@ -376,15 +420,18 @@ def test_hard_goals(hard_sims: list[Sim], relation_sims: list[Sim], tmp_path: Pa
     roundtrip(ds, tmp_path)
 
 
-def test_hard_level_with_six_number_goals_reads_relations(relation_sims: list[Sim],
-                                                         tmp_path: Path) -> None:
+def test_hard_level_with_six_number_goals_reads_relations(
+    relation_sims: list[Sim], tmp_path: Path
+) -> None:
     ds = import_kalm_clevr(write_npy(tmp_path / "h6.npy", pack(relation_sims)), level="hard")
-    assert [ds.episode(i).task_spec for i in range(len(ds))] == [s.task.spec()
-                                                                for s in relation_sims]
+    assert [ds.episode(i).task_spec for i in range(len(ds))] == [
+        s.task.spec() for s in relation_sims
+    ]
 
 
-def test_easy_goals_and_still_skipped(push_sims: list[Sim], relation_sims: list[Sim],
-                                      tmp_path: Path) -> None:
+def test_easy_goals_and_still_skipped(
+    push_sims: list[Sim], relation_sims: list[Sim], tmp_path: Path
+) -> None:
     sims = push_sims + [relation_sims[0]]
     goals = [goal_for(s.task) for s in push_sims] + [easy_goal(1, STILL)]
     ds = import_kalm_clevr(write_npy(tmp_path / "easy.npy", pack(sims, goals)), level="easy")
@@ -401,30 +448,36 @@ def test_easy_goals_and_still_skipped(push_sims: list[Sim], relation_sims: list[
         import_kalm_clevr(src, level="easy")
 
 
-@pytest.mark.parametrize("goal, level, expected", [
-    ([1, 2, 0, 0, 0, 3], "train", Relation("red", "blue", "right")),
-    ([[0, 0, 2, 0, 1, 1]] * 3, "rephrase", Relation("cyan", "green", "left")),
-    ([0, 0, 0, 1, 0, 2], "easy", Push("purple", "front")),
-    (list(hard_goal(2)) + [0] * 6, "hard", Line((0, 1, 2, 3, 4))),
-    (hard_goal(3), "hard", Gather(2)),
-])
+@pytest.mark.parametrize(
+    "goal, level, expected",
+    [
+        ([1, 2, 0, 0, 0, 3], "train", Relation("red", "blue", "right")),
+        ([[0, 0, 2, 0, 1, 1]] * 3, "rephrase", Relation("cyan", "green", "left")),
+        ([0, 0, 0, 1, 0, 2], "easy", Push("purple", "front")),
+        (list(hard_goal(2)) + [0] * 6, "hard", Line((0, 1, 2, 3, 4))),
+        (hard_goal(3), "hard", Gather(2)),
+    ],
+)
 def test_goal_to_task(goal: Any, level: str, expected: Any) -> None:
     assert kalm_goal_to_task(goal, level=level) == expected
 
 
-@pytest.mark.parametrize("goal, level, match", [
-    ([1, 1, 0, 0, 0, 0], "train", "exactly one ball marked 1"),
-    ([1, 2, 2, 0, 0, 0], "train", "exactly one ball marked 1"),
-    ([1, 2, 0, 0, 0, 4], "train", "direction"),
-    ([1, 2, 0, 0, 0, 0.5], "train", "whole number"),
-    ([1, 2, 3, 0, 0, 0], "train", "ball mark"),
-    ([1, 2, 0, 0, 0, 0, 0], "train", "7 entries"),
-    ([1, 0, 0, 0, 0, 7], "easy", "direction"),
-    ([1, 2, 0, 0, 0, 1], "easy", "ball mark"),
-    (hard_goal(9), "hard", "indicator"),
-    (hard_goal(0), "hard", "sub-goal 0"),
-    ([0] * 12, "hard", "12 entries"),
-])
+@pytest.mark.parametrize(
+    "goal, level, match",
+    [
+        ([1, 1, 0, 0, 0, 0], "train", "exactly one ball marked 1"),
+        ([1, 2, 2, 0, 0, 0], "train", "exactly one ball marked 1"),
+        ([1, 2, 0, 0, 0, 4], "train", "direction"),
+        ([1, 2, 0, 0, 0, 0.5], "train", "whole number"),
+        ([1, 2, 3, 0, 0, 0], "train", "ball mark"),
+        ([1, 2, 0, 0, 0, 0, 0], "train", "7 entries"),
+        ([1, 0, 0, 0, 0, 7], "easy", "direction"),
+        ([1, 2, 0, 0, 0, 1], "easy", "ball mark"),
+        (hard_goal(9), "hard", "indicator"),
+        (hard_goal(0), "hard", "sub-goal 0"),
+        ([0] * 12, "hard", "12 entries"),
+    ],
+)
 def test_goal_to_task_rejects(goal: Any, level: str, match: str) -> None:
     with pytest.raises(ValueError, match=match) as info:
         kalm_goal_to_task(goal, level=level)
@@ -436,16 +489,18 @@ def test_goal_to_task_skips() -> None:
         kalm_goal_to_task([0, 0, 1, 0, 0, STILL], level="easy")
     assert info.value.reason == "still_goal"
     with pytest.raises(SkippedGoal) as info:
-        kalm_goal_to_task(hard_goal(1, (Relation(0, 1, 0), Relation(1, 2, 0), Relation(2, 0, 0))),
-                          level="hard")
+        kalm_goal_to_task(
+            hard_goal(1, (Relation(0, 1, 0), Relation(1, 2, 0), Relation(2, 0, 0))), level="hard"
+        )
     assert info.value.reason == "incompatible_goal"  # a cycle
 
 
 # ------------------------------------------------------------------------------------ bad input
 
 
-def test_non_finite_episodes_are_skipped(relation_sims: list[Sim], tmp_path: Path,
-                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_non_finite_episodes_are_skipped(
+    relation_sims: list[Sim], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     d = pack(relation_sims)
     d["observations"][1, 1, 3] = np.nan  # inside episode 1 (length 3)
     d["rewards"][3, 0, 0] = np.inf
@@ -455,7 +510,8 @@ def test_non_finite_episodes_are_skipped(relation_sims: list[Sim], tmp_path: Pat
         ds = import_kalm_clevr(write_npy(tmp_path / "nan.npy", d))
     assert ds.provenance["import_skipped"]["non_finite"] == 3
     assert [ds.episode(i).task_spec for i in range(len(ds))] == [
-        relation_sims[i].task.spec() for i in (0, 2, 5)]
+        relation_sims[i].task.spec() for i in (0, 2, 5)
+    ]
     assert "non finite" in caplog.text
 
 
@@ -465,12 +521,14 @@ Mutator = Callable[[dict[str, Any]], None]
 def _set(key: str, value: Callable[[dict[str, Any]], Any]) -> Mutator:
     def f(d: dict[str, Any]) -> None:
         d[key] = value(d)
+
     return f
 
 
 def _del(key: str) -> Mutator:
     def f(d: dict[str, Any]) -> None:
         del d[key]
+
     return f
 
 
@@ -494,27 +552,31 @@ def _no_instruction(d: dict[str, Any]) -> None:
     d["instructions"][2, :] = ""
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (_del("actions"), r"missing required key.*'actions'"),
-    (_del("goals"), r"missing required key.*'goals'"),
-    (_set("observations", lambda d: d["observations"][..., :8]), "last dim is 8"),
-    (_set("observations", lambda d: d["observations"][0]), r"\(N, T, D\)"),
-    (_set("actions", lambda d: d["actions"][:-1]), "'actions' must have shape"),
-    (_set("rewards", lambda d: d["rewards"][:, :-1]), "'rewards' must have shape"),
-    (_set("masks", lambda d: d["masks"][:, :10]), "'masks' must have shape"),
-    (_set("next_observations", lambda d: d["next_observations"][:-1]), "'next_observations'"),
-    (_set("goals", lambda d: d["goals"][:-1]), "'goals' must be"),
-    (_set("goals", lambda d: d["goals"][..., :5]), "5 entries"),
-    (_set("instructions", lambda d: d["instructions"][:-1]), "'instructions' has"),
-    (_set("actions", lambda d: d["actions"].astype(str)), "must be numeric"),
-    (_gap_in_mask, "contiguous prefix"),
-    (_bad_mask_value, "only 0 and 1"),
-    (_bad_goal, "goal vector of episode 2"),
-    (_bad_action, r"integers in \[0, 40\)"),
-    (_no_instruction, "episode 2 has no non-empty instruction"),
-])
-def test_malformed_npy(relation_sims: list[Sim], tmp_path: Path, mutate: Mutator,
-                       match: str) -> None:
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (_del("actions"), r"missing required key.*'actions'"),
+        (_del("goals"), r"missing required key.*'goals'"),
+        (_set("observations", lambda d: d["observations"][..., :8]), "last dim is 8"),
+        (_set("observations", lambda d: d["observations"][0]), r"\(N, T, D\)"),
+        (_set("actions", lambda d: d["actions"][:-1]), "'actions' must have shape"),
+        (_set("rewards", lambda d: d["rewards"][:, :-1]), "'rewards' must have shape"),
+        (_set("masks", lambda d: d["masks"][:, :10]), "'masks' must have shape"),
+        (_set("next_observations", lambda d: d["next_observations"][:-1]), "'next_observations'"),
+        (_set("goals", lambda d: d["goals"][:-1]), "'goals' must be"),
+        (_set("goals", lambda d: d["goals"][..., :5]), "5 entries"),
+        (_set("instructions", lambda d: d["instructions"][:-1]), "'instructions' has"),
+        (_set("actions", lambda d: d["actions"].astype(str)), "must be numeric"),
+        (_gap_in_mask, "contiguous prefix"),
+        (_bad_mask_value, "only 0 and 1"),
+        (_bad_goal, "goal vector of episode 2"),
+        (_bad_action, r"integers in \[0, 40\)"),
+        (_no_instruction, "episode 2 has no non-empty instruction"),
+    ],
+)
+def test_malformed_npy(
+    relation_sims: list[Sim], tmp_path: Path, mutate: Mutator, match: str
+) -> None:
     d = pack(relation_sims)
     mutate(d)
     src = write_npy(tmp_path / "broken_kalm.npy", d)
@@ -580,8 +642,9 @@ def test_all_episodes_unusable(relation_sims: list[Sim], tmp_path: Path) -> None
 # ------------------------------------------------------------------------------------ CLI
 
 
-def test_cli_import_kalm(relation_sims: list[Sim], tmp_path: Path,
-                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_import_kalm(
+    relation_sims: list[Sim], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = write_npy(tmp_path / "clevr_robot.npy", pack(relation_sims))
     dst = tmp_path / "out" / "imported.h5"
     assert cli_main(["import-kalm", str(src), "--out", str(dst)]) == 0
@@ -591,9 +654,24 @@ def test_cli_import_kalm(relation_sims: list[Sim], tmp_path: Path,
     # existing output without --overwrite: error code, file untouched
     assert cli_main(["import-kalm", str(src), "--out", str(dst)]) == 2
     h5src = write_h5(tmp_path / "ib.h5", pack(relation_sims, final_state=False))
-    assert cli_main(["import-kalm", str(h5src), "--out", str(dst), "--overwrite",
-                     "--instruction", "all", "--level", "rephrase", "--as-source",
-                     "imaginary"]) == 0
+    assert (
+        cli_main(
+            [
+                "import-kalm",
+                str(h5src),
+                "--out",
+                str(dst),
+                "--overwrite",
+                "--instruction",
+                "all",
+                "--level",
+                "rephrase",
+                "--as-source",
+                "imaginary",
+            ]
+        )
+        == 0
+    )
     ds = load_dataset(dst)
     assert len(ds) == N_PARA * sum(s.length >= 2 for s in relation_sims)
     assert ds.provenance["instruction_mode"] == "all"

@@ -1,4 +1,5 @@
 """Training runs end to end: resume equivalence, the CLI and its configs, DDP on CPU."""
+
 import json
 import os
 import subprocess
@@ -32,16 +33,25 @@ def real_path(tmp_path_factory):
 
 def _trainer(steps, **kwargs):
     return L.Trainer(
-        max_steps=steps, accelerator="cpu", logger=False, enable_progress_bar=False,
-        enable_model_summary=False, deterministic=True, **kwargs,
+        max_steps=steps,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        deterministic=True,
+        **kwargs,
     )
 
 
 def _fresh(real_path):
     L.seed_everything(0)
     dm = RealImaginaryDataModule(real=str(real_path), ratio=0.0, batch_size=64, seed=3)
-    model = DiscreteCQL(state_dim=dm.state_dim, action_spec=dm.action_spec, hidden=(64, 64),
-                        target_update_interval=7)
+    model = DiscreteCQL(
+        state_dim=dm.state_dim,
+        action_spec=dm.action_spec,
+        hidden=(64, 64),
+        target_update_interval=7,
+    )
     return dm, model
 
 
@@ -72,8 +82,12 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
     for cb in cfg["trainer"]["callbacks"]:
         args = cb["init_args"]
         if cb["class_path"].endswith("SuccessRateEvaluation"):
-            args.update(every_n_steps=3, episodes_per_level=2, test_episodes_per_level=3,
-                        test_after_fit=False)
+            args.update(
+                every_n_steps=3,
+                episodes_per_level=2,
+                test_episodes_per_level=3,
+                test_after_fit=False,
+            )
         if cb["class_path"].endswith("ModelCheckpoint"):
             args.update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=3)
     cfg["data"]["real"] = str(real)
@@ -113,7 +127,9 @@ def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_path):
 def test_shipped_configs_parse(config):
     out = subprocess.run(
         [sys.executable, "-m", "imaginebench.cli", "fit", "-c", str(config), "--print_config"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     printed = yaml.safe_load(out.stdout)
@@ -137,7 +153,11 @@ def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         out = subprocess.run(
             [sys.executable, "-m", "imaginebench.cli", "fit", "-c", str(small)],
-            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=tmp_path,
         )
         assert out.returncode == 0, out.stderr[-3000:]
         return torch.load(tmp_path / name / "ckpt" / "last.ckpt", weights_only=False)
@@ -154,10 +174,15 @@ def test_several_updates_per_batch_train_exactly_like_one(real_path):
     runs = []
     for k in (1, 4):
         L.seed_everything(0)
-        dm = RealImaginaryDataModule(real=str(real_path), ratio=0.0, batch_size=32, seed=1,
-                                     updates_per_batch=k)
-        model = DiscreteCQL(state_dim=dm.state_dim, action_spec=dm.action_spec, hidden=(32, 32),
-                            target_update_interval=5)
+        dm = RealImaginaryDataModule(
+            real=str(real_path), ratio=0.0, batch_size=32, seed=1, updates_per_batch=k
+        )
+        model = DiscreteCQL(
+            state_dim=dm.state_dim,
+            action_spec=dm.action_spec,
+            hidden=(32, 32),
+            target_update_interval=5,
+        )
         trainer = _trainer(24, enable_checkpointing=False)
         trainer.fit(model, dm)
         assert trainer.global_step == 24

@@ -1,4 +1,5 @@
 """Lightning callbacks: simulator evaluation per task level."""
+
 from imaginebench.callbacks.evaluation import (
     LevelResult,
     SuccessRateEvaluation,

@@ -4,6 +4,7 @@ Every algorithm and run is scored on the same fixed evaluation set: the task sui
 episodes (task, instruction, initial state) per level. All episodes of a level run side by side:
 one batched policy call per step for every unfinished episode.
 """
+
 from __future__ import annotations
 
 import json
@@ -85,13 +86,21 @@ def evaluate_level(
                 success[i] = bool(info["is_success"])
     k = int(success.sum())
     return LevelResult(
-        level, episodes, k, k / episodes, wilson_interval(k, episodes),
-        float(returns.mean()), float(lengths.mean()),
+        level,
+        episodes,
+        k,
+        k / episodes,
+        wilson_interval(k, episodes),
+        float(returns.mean()),
+        float(lengths.mean()),
     )
 
 
 def format_table(results: Sequence[LevelResult]) -> str:
-    rows = ["| level | success | 95% CI | episodes | return | length |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| level | success | 95% CI | episodes | return | length |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
         rows.append(
             f"| {r.level} | {100 * r.success:.1f}% | {100 * r.ci95[0]:.1f}–{100 * r.ci95[1]:.1f}% "
@@ -208,8 +217,10 @@ class SuccessRateEvaluation(L.Callback):
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(payload, indent=2, default=str))
         tmp.replace(path)
-        print(f"\n{type(module).__name__} at step {trainer.global_step} "
-              f"({self.test_episodes_per_level} episodes per level, seed {self.seed}):")
+        print(
+            f"\n{type(module).__name__} at step {trainer.global_step} "
+            f"({self.test_episodes_per_level} episodes per level, seed {self.seed}):"
+        )
         print(format_table(results))
         print(f"results written to {path}")
 

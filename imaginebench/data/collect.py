@@ -1,4 +1,5 @@
 """Collect real rollouts by running a domain's scripted expert in its simulator."""
+
 from __future__ import annotations
 
 import time
@@ -64,7 +65,9 @@ def collect(
     simulated = 0
     start = time.perf_counter()
     # disable=None: a progress bar on terminals only (no megabytes of bar updates in log files)
-    bar = tqdm(plans, desc=f"collect {domain}/{level}", unit="ep", disable=None if progress else True)
+    bar = tqdm(
+        plans, desc=f"collect {domain}/{level}", unit="ep", disable=None if progress else True
+    )
     for plan in bar:
         state, info = env.reset(options={"episode": plan})
         states, actions, rewards = [state], [], []
@@ -91,8 +94,12 @@ def collect(
         successes.append(episode.success)
         simulated += len(actions)
         if paraphrases > 1:
-            others = [w for w in plan.task.instructions(env.suite.wording(level)) if w != plan.instruction]
-            picked = wording_rng.choice(len(others), min(paraphrases - 1, len(others)), replace=False)
+            others = [
+                w for w in plan.task.instructions(env.suite.wording(level)) if w != plan.instruction
+            ]
+            picked = wording_rng.choice(
+                len(others), min(paraphrases - 1, len(others)), replace=False
+            )
             out += [replace(episode, instruction=others[i]) for i in sorted(picked)]
         bar.set_postfix(success=f"{np.mean(successes):.2f}", refresh=False)
     seconds = time.perf_counter() - start

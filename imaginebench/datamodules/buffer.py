@@ -4,6 +4,7 @@ A buffer stores each state once (episodes are contiguous, so a transition's next
 row after its state) plus per-transition action, reward, done flag and instruction id. Nothing
 per-step is derived on the fly except two gathers, so sampling costs microseconds.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,13 +19,17 @@ from imaginebench.data.format import RolloutDataset
 
 @dataclass
 class TransitionBuffer:
-    """Transitions of one pool of episodes (each transition keeps its source: 0 real, 1 imaginary)."""
+    """Transitions of one pool of episodes; each keeps its source (0 real, 1 imaginary)."""
 
     states: Tensor  # (S, D) float32
-    data: TensorDict  # (N,): state_index i32, action, reward f32, done, instruction_id i32, source u8
+    data: (
+        TensorDict  # (N,): state_index i32, action, reward f32, done, instruction_id i32, source u8
+    )
 
     @classmethod
-    def from_dataset(cls, dataset: RolloutDataset, instruction_ids: np.ndarray) -> "TransitionBuffer":
+    def from_dataset(
+        cls, dataset: RolloutDataset, instruction_ids: np.ndarray
+    ) -> "TransitionBuffer":
         """Pack a dataset; ``instruction_ids`` maps its instruction table to global ids."""
         state_idx, _ = dataset.transition_indices()
         episode = dataset.transition_episodes()
@@ -75,4 +80,6 @@ class TransitionBuffer:
 def cat_batches(parts: list[dict[str, Tensor]], batch_size: int) -> TensorDict:
     if len(parts) == 1:
         return TensorDict(parts[0], batch_size=[batch_size])
-    return TensorDict({k: torch.cat([p[k] for p in parts]) for k in parts[0]}, batch_size=[batch_size])
+    return TensorDict(
+        {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, batch_size=[batch_size]
+    )

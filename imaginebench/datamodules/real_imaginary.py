@@ -1,4 +1,5 @@
 """RealImaginaryDataModule: real and imaginary rollouts mixed at a fixed ratio per batch."""
+
 from __future__ import annotations
 
 import logging
@@ -191,8 +192,12 @@ class RealImaginaryDataModule(L.LightningDataModule):
 
         log.warning("real dataset %s missing: collecting %s", path, self.collect)
         dataset, stats = collect(
-            self.domain, self.collect.level, self.collect.episodes, self.collect.seed,
-            epsilon=self.collect.epsilon, paraphrases=self.collect.paraphrases,
+            self.domain,
+            self.collect.level,
+            self.collect.episodes,
+            self.collect.seed,
+            epsilon=self.collect.epsilon,
+            paraphrases=self.collect.paraphrases,
         )
         save_dataset(dataset, path)
         log.warning("%s -> %s", stats, path)
@@ -205,7 +210,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
         if dataset.action_spec.get("type") != self.action_spec["type"] or dataset.action_spec.get(
             "n"
         ) != self.action_spec.get("n"):
-            raise DatasetError(path, f"action spec {dataset.action_spec} != env's {self.action_spec}")
+            raise DatasetError(
+                path, f"action spec {dataset.action_spec} != env's {self.action_spec}"
+            )
 
     def _load_imaginary(self, path: Path) -> RolloutDataset | None:
         if not path.exists():
@@ -222,7 +229,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
         if bad.any() or dataset.dropped_nonfinite:
             log.warning(
                 "%s: dropped %d episodes with non-finite values and %d with out-of-range states",
-                path, dataset.dropped_nonfinite, int(bad.sum()),
+                path,
+                dataset.dropped_nonfinite,
+                int(bad.sum()),
             )
         return dataset.select(~bad) if bad.any() else dataset
 
@@ -276,7 +285,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
     def train_dataloader(self) -> "_StreamFromTrainer":
         return _StreamFromTrainer(self)
 
-    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
         """Skip the copy when the batch already lives on ``device`` (the CPU case)."""
         if isinstance(batch, TensorDict) and batch["state"].device == device:
             return batch

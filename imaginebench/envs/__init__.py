@@ -2,6 +2,7 @@
 
 Every domain registers a gymnasium id ``imaginebench/<Name>-v0`` that takes a ``level`` keyword.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,4 +59,14 @@ if "imaginebench/CLEVR-v0" not in gym.registry:
         disable_env_checker=True,
     )
 
-__all__ = ["DOMAINS", "LEVELS", "Domain", "EpisodeSpec", "Level", "Task", "TaskSuite", "get_domain", "make"]
+__all__ = [
+    "DOMAINS",
+    "LEVELS",
+    "Domain",
+    "EpisodeSpec",
+    "Level",
+    "Task",
+    "TaskSuite",
+    "get_domain",
+    "make",
+]

@@ -3,6 +3,7 @@
 A :class:`Task` judges success from the environment's *state vectors only* (never from actions or
 simulator internals), so the same code scores simulator rollouts and LLM-imagined rollouts.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -7,6 +7,7 @@
   feeds the policy / Q / value heads (:class:`DiscreteHead`, :class:`GaussianHead`,
   :class:`DeterministicHead`, :class:`ContinuousQHead`).
 """
+
 from __future__ import annotations
 
 import math
@@ -125,8 +126,9 @@ class InstructionBank(nn.Module):
     instruction strings (new strings, e.g. unseen evaluation wordings, are encoded on demand).
     """
 
-    def __init__(self, encoder: str = DEFAULT_ENCODER, pooling: Pooling = "mean",
-                 normalize: bool = True) -> None:
+    def __init__(
+        self, encoder: str = DEFAULT_ENCODER, pooling: Pooling = "mean", normalize: bool = True
+    ) -> None:
         super().__init__()
         self.encoder_name, self.pooling, self.normalize = encoder, pooling, normalize
         self.index: dict[str, int] = {}
@@ -155,7 +157,9 @@ class InstructionBank(nn.Module):
         return self.table[ids]
 
 
-def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU, last_activation: bool = False) -> nn.Sequential:
+def mlp(
+    sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU, last_activation: bool = False
+) -> nn.Sequential:
     layers: list[nn.Module] = []
     for i in range(len(sizes) - 1):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
@@ -244,9 +248,9 @@ class GaussianHead(nn.Module):
         mean, std = self.distribution(state, instruction)
         pre = mean + std * torch.randn_like(mean)
         action = torch.tanh(pre)
-        log_prob = (
-            -0.5 * ((pre - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)
-        ).sum(-1) - (2 * (math.log(2) - pre - nn.functional.softplus(-2 * pre))).sum(-1)
+        log_prob = (-0.5 * ((pre - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(
+            -1
+        ) - (2 * (math.log(2) - pre - nn.functional.softplus(-2 * pre))).sum(-1)
         return action, log_prob
 
     def forward(self, state: Tensor, instruction: Tensor) -> Tensor:

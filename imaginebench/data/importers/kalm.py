@@ -14,6 +14,7 @@ ImagineBench files"):
 Every episode's task is rebuilt from its goal vector (see :func:`kalm_goal_to_task`) and success
 is judged by that task on the imported states, never read from the file.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,8 +53,13 @@ STILL_DIRECTION = 4  # the original easy level's "keep the ball still" goal
 TAU_GOAL_DIM = 6
 HARD_GOAL_MIN_DIM = 24
 #: Counters reported in ``provenance["import_skipped"]``.
-SKIP_REASONS = ("still_goal", "non_finite", "incompatible_goal", "dropped_final_transition",
-                "empty")
+SKIP_REASONS = (
+    "still_goal",
+    "non_finite",
+    "incompatible_goal",
+    "dropped_final_transition",
+    "empty",
+)
 
 InstructionMode = Literal["first", "cycle", "all"]
 _INSTRUCTION_MODES = ("first", "cycle", "all")
@@ -89,8 +95,9 @@ def _ball_marks(goal: np.ndarray, allowed: tuple[int, ...]) -> dict[int, list[in
     for ball in range(NUM_BALLS):
         mark = _code(float(goal[ball]), f"ball mark {ball} ({COLORS[ball]})")
         if mark not in allowed:
-            raise ValueError(f"ball mark {ball} ({COLORS[ball]}) is {mark}, expected one of "
-                             f"{allowed}")
+            raise ValueError(
+                f"ball mark {ball} ({COLORS[ball]}) is {mark}, expected one of {allowed}"
+            )
         if mark:
             marks.setdefault(mark, []).append(ball)
     return marks
@@ -101,12 +108,13 @@ def _tau_relation(goal: np.ndarray) -> Relation:
     marks = _ball_marks(goal, (0, 1, 2))
     moved, anchor = marks.get(1, []), marks.get(2, [])
     if len(moved) != 1 or len(anchor) != 1:
-        raise ValueError(f"a relation goal needs exactly one ball marked 1 (moved) and one marked "
-                         f"2 (anchor), got {goal[:NUM_BALLS].tolist()}")
+        raise ValueError(
+            f"a relation goal needs exactly one ball marked 1 (moved) and one marked "
+            f"2 (anchor), got {goal[:NUM_BALLS].tolist()}"
+        )
     direction = _code(float(goal[5]), "direction (entry 5)")
     if not 0 <= direction < len(DIRECTIONS):
-        raise ValueError(f"relation direction (entry 5) is {direction}, expected 0-3 "
-                         f"{DIRECTIONS}")
+        raise ValueError(f"relation direction (entry 5) is {direction}, expected 0-3 {DIRECTIONS}")
     return Relation(moved[0], anchor[0], direction)
 
 
@@ -115,15 +123,20 @@ def _easy_push(goal: np.ndarray) -> Push:
     marks = _ball_marks(goal, (0, 1))
     balls = marks.get(1, [])
     if len(balls) != 1:
-        raise ValueError(f"an easy goal needs exactly one ball marked 1, got "
-                         f"{goal[:NUM_BALLS].tolist()}")
+        raise ValueError(
+            f"an easy goal needs exactly one ball marked 1, got {goal[:NUM_BALLS].tolist()}"
+        )
     direction = _code(float(goal[5]), "direction (entry 5)")
     if direction == STILL_DIRECTION:
-        raise SkippedGoal("still_goal", f"'keep the {COLORS[balls[0]]} ball still' has no task "
-                                        f"in the imaginebench suite")
+        raise SkippedGoal(
+            "still_goal",
+            f"'keep the {COLORS[balls[0]]} ball still' has no task in the imaginebench suite",
+        )
     if not 0 <= direction < len(DIRECTIONS):
-        raise ValueError(f"easy direction (entry 5) is {direction}, expected 0-3 {DIRECTIONS} or "
-                         f"{STILL_DIRECTION} (still)")
+        raise ValueError(
+            f"easy direction (entry 5) is {direction}, expected 0-3 {DIRECTIONS} or "
+            f"{STILL_DIRECTION} (still)"
+        )
     return Push(balls[0], direction)
 
 
@@ -135,7 +148,7 @@ def _hard_task(goal: np.ndarray) -> Task:
         k = 2 + indicator
         relations = []
         for j in range(k):
-            sub = goal[TAU_GOAL_DIM * (j + 1):TAU_GOAL_DIM * (j + 2)]
+            sub = goal[TAU_GOAL_DIM * (j + 1) : TAU_GOAL_DIM * (j + 2)]
             try:
                 relations.append(_tau_relation(sub))
             except ValueError as err:
@@ -148,8 +161,10 @@ def _hard_task(goal: np.ndarray) -> Task:
         return Line(tuple(COLORS))
     if indicator == 3:
         return Gather("green")
-    raise ValueError(f"hard task indicator (entry 5) is {indicator}, expected 0 (two relations), "
-                     f"1 (three relations), 2 (order) or 3 (sort)")
+    raise ValueError(
+        f"hard task indicator (entry 5) is {indicator}, expected 0 (two relations), "
+        f"1 (three relations), 2 (order) or 3 (sort)"
+    )
 
 
 def _goal_kind(level: str, goal_dim: int) -> str:
@@ -157,10 +172,12 @@ def _goal_kind(level: str, goal_dim: int) -> str:
     if level == "hard" and goal_dim >= HARD_GOAL_MIN_DIM:
         return "hard"
     if goal_dim != TAU_GOAL_DIM:
-        expected = (f"{TAU_GOAL_DIM} or >= {HARD_GOAL_MIN_DIM}" if level == "hard"
-                    else str(TAU_GOAL_DIM))
-        raise ValueError(f"goal vectors have {goal_dim} entries; level {level!r} expects "
-                         f"{expected}")
+        expected = (
+            f"{TAU_GOAL_DIM} or >= {HARD_GOAL_MIN_DIM}" if level == "hard" else str(TAU_GOAL_DIM)
+        )
+        raise ValueError(
+            f"goal vectors have {goal_dim} entries; level {level!r} expects {expected}"
+        )
     return "easy" if level == "easy" else "tau"
 
 
@@ -205,15 +222,20 @@ def _load_npy_dict(path: Path, what: str) -> dict[str, Any]:
     try:
         obj = np.load(path, allow_pickle=True)
     except Exception as err:  # unpickling can fail with almost any exception type
-        raise DatasetError(path, f"cannot read the {what} as a .npy file "
-                                 f"({type(err).__name__}: {err})") from None
+        raise DatasetError(
+            path, f"cannot read the {what} as a .npy file ({type(err).__name__}: {err})"
+        ) from None
     if isinstance(obj, np.ndarray) and obj.dtype == object and obj.shape == ():
         obj = obj.item()
     if not isinstance(obj, dict):
-        kind = (f"array of shape {obj.shape} and dtype {obj.dtype}" if isinstance(obj, np.ndarray)
-                else type(obj).__name__)
-        raise DatasetError(path, f"the {what} must hold a pickled dict (np.save of a dict), got "
-                                 f"an {kind}")
+        kind = (
+            f"array of shape {obj.shape} and dtype {obj.dtype}"
+            if isinstance(obj, np.ndarray)
+            else type(obj).__name__
+        )
+        raise DatasetError(
+            path, f"the {what} must hold a pickled dict (np.save of a dict), got an {kind}"
+        )
     return {str(k): v for k, v in obj.items()}
 
 
@@ -230,8 +252,11 @@ def _read_h5(path: Path) -> dict[str, Any]:
             if not isinstance(obj, h5py.Dataset):
                 continue
             try:
-                if name in ("observations", "next_observations") and obj.ndim == 3 \
-                        and obj.shape[-1] in OBS_DIMS:
+                if (
+                    name in ("observations", "next_observations")
+                    and obj.ndim == 3
+                    and obj.shape[-1] in OBS_DIMS
+                ):
                     out[name] = obj[:, :, :STATE_DIM]  # never load the instruction embedding
                     out[f"_{name}_dim"] = obj.shape[-1]
                 elif h5py.check_string_dtype(obj.dtype) is not None:
@@ -267,8 +292,10 @@ class _Checker:
     def require(self, data: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
         missing = [k for k in keys if k not in data]
         if missing:
-            raise self.fail(f"missing required key(s) {missing} ({where}); found "
-                            f"{sorted(k for k in data if not k.startswith('_'))}")
+            raise self.fail(
+                f"missing required key(s) {missing} ({where}); found "
+                f"{sorted(k for k in data if not k.startswith('_'))}"
+            )
 
     def array(self, data: dict[str, Any], key: str) -> np.ndarray:
         try:
@@ -284,8 +311,10 @@ class _Checker:
         if arr.ndim == 3 and arr.shape[-1] == 1:
             arr = arr[..., 0]
         if arr.shape != (n, t):
-            raise self.fail(f"'{key}' must have shape (N, T) or (N, T, 1) = ({n}, {t}[, 1]) like "
-                            f"'observations', got {arr.shape}")
+            raise self.fail(
+                f"'{key}' must have shape (N, T) or (N, T, 1) = ({n}, {t}[, 1]) like "
+                f"'observations', got {arr.shape}"
+            )
         return arr
 
 
@@ -328,8 +357,9 @@ def import_kalm_clevr(
     if source not in SOURCES:
         raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
     if instruction not in _INSTRUCTION_MODES:
-        raise ValueError(f"unknown instruction mode {instruction!r}; expected one of "
-                         f"{_INSTRUCTION_MODES}")
+        raise ValueError(
+            f"unknown instruction mode {instruction!r}; expected one of {_INSTRUCTION_MODES}"
+        )
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(2, f"{path}: file does not exist", str(path))
@@ -346,30 +376,50 @@ def import_kalm_clevr(
         chk = _Checker(path)
         chk.require(data, ("masks", "observations", "actions", "rewards"), "ImagineBench .h5")
         if not all(k in data for k in ("instructions", "goals")):
-            companion_path = (Path(companion).expanduser() if companion is not None
-                              else path.with_suffix(".npy"))
+            companion_path = (
+                Path(companion).expanduser() if companion is not None else path.with_suffix(".npy")
+            )
             if not companion_path.exists():
-                raise DatasetError(path, f"instructions and goals are not in the file and the "
-                                         f"companion .npy {companion_path} does not exist (pass "
-                                         f"companion=...)")
+                raise DatasetError(
+                    path,
+                    f"instructions and goals are not in the file and the "
+                    f"companion .npy {companion_path} does not exist (pass "
+                    f"companion=...)",
+                )
             extra = _load_npy_dict(companion_path, "companion file")
-            _Checker(companion_path).require(extra, tuple(k for k in ("instructions", "goals")
-                                                          if k not in data), "companion .npy")
+            _Checker(companion_path).require(
+                extra,
+                tuple(k for k in ("instructions", "goals") if k not in data),
+                "companion .npy",
+            )
             for key in ("instructions", "goals"):
                 data.setdefault(key, extra[key])
     else:
-        raise DatasetError(path, f"unknown extension {path.suffix!r}; expected .npy (KALM dict) "
-                                 f"or .h5/.hdf5 (ImagineBench)")
+        raise DatasetError(
+            path,
+            f"unknown extension {path.suffix!r}; expected .npy (KALM dict) "
+            f"or .h5/.hdf5 (ImagineBench)",
+        )
 
-    episodes, skipped, n_file = _convert(data, path, level=level, source=source,
-                                         instruction=instruction)
+    episodes, skipped, n_file = _convert(
+        data, path, level=level, source=source, instruction=instruction
+    )
     for reason in ("still_goal", "incompatible_goal", "non_finite", "empty"):
         if skipped[reason]:
-            log.warning("%s: skipped %d of %d episodes (%s)", path, skipped[reason], n_file,
-                        reason.replace("_", " "))
+            log.warning(
+                "%s: skipped %d of %d episodes (%s)",
+                path,
+                skipped[reason],
+                n_file,
+                reason.replace("_", " "),
+            )
     if skipped["dropped_final_transition"]:
-        log.warning("%s: no next_observations; dropped the final transition of %d episodes "
-                    "(marked truncated)", path, skipped["dropped_final_transition"])
+        log.warning(
+            "%s: no next_observations; dropped the final transition of %d episodes "
+            "(marked truncated)",
+            path,
+            skipped["dropped_final_transition"],
+        )
     if not episodes:
         raise DatasetError(path, f"no usable episodes among {n_file} (skipped: {skipped})")
     provenance = default_provenance(
@@ -383,25 +433,31 @@ def import_kalm_clevr(
     if companion_path is not None:
         provenance["companion"] = str(companion_path)
     provenance["import_skipped"] = dict(skipped)
-    return RolloutDataset.from_episodes(episodes, domain="clevr", action_spec=ACTION_SPEC,
-                                        provenance=provenance)
+    return RolloutDataset.from_episodes(
+        episodes, domain="clevr", action_spec=ACTION_SPEC, provenance=provenance
+    )
 
 
 def _convert(
     data: dict[str, Any], path: Path, *, level: str, source: str, instruction: str
 ) -> tuple[list[Episode], dict[str, int], int]:
     chk = _Checker(path)
-    chk.require(data, ("observations", "actions", "rewards", "masks", "goals", "instructions"),
-                "KALM layout")
+    chk.require(
+        data,
+        ("observations", "actions", "rewards", "masks", "goals", "instructions"),
+        "KALM layout",
+    )
 
     obs = chk.array(data, "observations")
     if obs.ndim != 3:
         raise chk.fail(f"'observations' must be (N, T, D), got shape {obs.shape}")
     obs_dim = int(data.get("_observations_dim", obs.shape[-1]))
     if obs_dim not in OBS_DIMS:
-        raise chk.fail(f"'observations' last dim is {obs_dim}, expected {STATE_DIM} (ball "
-                       f"positions) or {STATE_DIM + EMBEDDING_DIM} (positions + instruction "
-                       f"embedding)")
+        raise chk.fail(
+            f"'observations' last dim is {obs_dim}, expected {STATE_DIM} (ball "
+            f"positions) or {STATE_DIM + EMBEDDING_DIM} (positions + instruction "
+            f"embedding)"
+        )
     n, t = obs.shape[:2]
     if n < 1 or t < 1:
         raise chk.fail(f"'observations' is empty, shape {obs.shape}")
@@ -412,9 +468,11 @@ def _convert(
         next_obs = chk.array(data, "next_observations")
         next_dim = int(data.get("_next_observations_dim", next_obs.shape[-1]))
         if next_obs.ndim != 3 or next_obs.shape[:2] != (n, t) or next_dim not in OBS_DIMS:
-            raise chk.fail(f"'next_observations' must have shape (N, T, 10 or 778) with "
-                           f"(N, T) = ({n}, {t}) like 'observations', got "
-                           f"{next_obs.shape[:2] + (next_dim,)}")
+            raise chk.fail(
+                f"'next_observations' must have shape (N, T, 10 or 778) with "
+                f"(N, T) = ({n}, {t}) like 'observations', got "
+                f"{next_obs.shape[:2] + (next_dim,)}"
+            )
         next_obs = next_obs[..., :STATE_DIM].astype(np.float64)
 
     masks = chk.per_step(chk.array(data, "masks"), "masks", n, t).astype(np.float64)
@@ -423,9 +481,11 @@ def _convert(
         raise chk.fail(f"'masks' must contain only 0 and 1, found {bad.tolist()}")
     not_prefix = np.flatnonzero((masks[:, 1:] > masks[:, :-1]).any(axis=1))
     if not_prefix.size:
-        raise chk.fail(f"'masks' must be a contiguous prefix of 1s per episode (then 0s); "
-                       f"{not_prefix.size} episode(s) are not, first: episode "
-                       f"{int(not_prefix[0])} = {masks[not_prefix[0]].astype(int).tolist()}")
+        raise chk.fail(
+            f"'masks' must be a contiguous prefix of 1s per episode (then 0s); "
+            f"{not_prefix.size} episode(s) are not, first: episode "
+            f"{int(not_prefix[0])} = {masks[not_prefix[0]].astype(int).tolist()}"
+        )
     lengths = masks.sum(axis=1).astype(np.int64)
 
     actions = chk.per_step(chk.array(data, "actions"), "actions", n, t).astype(np.float64)
@@ -440,8 +500,9 @@ def _convert(
             raise chk.fail(f"'goals' has no time steps, shape {goals.shape}")
         goals = goals[:, 0, :]
     if goals.ndim != 2 or goals.shape[0] != n:
-        raise chk.fail(f"'goals' must be (N, G) or (N, T, G) with N = {n}, got shape "
-                       f"{np.shape(data['goals'])}")
+        raise chk.fail(
+            f"'goals' must be (N, G) or (N, T, G) with N = {n}, got shape {np.shape(data['goals'])}"
+        )
     goals = goals.astype(np.float64)
     try:
         _goal_kind(level, goals.shape[1])
@@ -463,21 +524,29 @@ def _convert(
 
     # Actions must be whole numbers in [0, 40) wherever they matter.
     check = valid & np.isfinite(actions)
-    bad_act = check & ((np.abs(actions - np.round(actions)) > _INTEGRAL_TOL)
-                       | (actions < 0) | (actions > ACTION_SPEC["n"] - 1))
+    bad_act = check & (
+        (np.abs(actions - np.round(actions)) > _INTEGRAL_TOL)
+        | (actions < 0)
+        | (actions > ACTION_SPEC["n"] - 1)
+    )
     if bad_act.any():
         i, j = map(int, np.argwhere(bad_act)[0])
-        raise chk.fail(f"'actions' must be integers in [0, {ACTION_SPEC['n']}); episode {i} step "
-                       f"{j} has {actions[i, j]!r} ({int(bad_act.sum())} bad entries)")
+        raise chk.fail(
+            f"'actions' must be integers in [0, {ACTION_SPEC['n']}); episode {i} step "
+            f"{j} has {actions[i, j]!r} ({int(bad_act.sum())} bad entries)"
+        )
 
     if next_obs is not None:
         inner = valid[:, 1:]  # step t + 1 is inside the episode
         diff = np.abs(obs[:, 1:] - next_obs[:, :-1]).max(axis=2)
         mismatch = (inner & (diff > 1e-5) & np.isfinite(diff)).any(axis=1)
         if mismatch.any():
-            log.warning("%s: %d episodes have observations[t + 1] != next_observations[t]; "
-                        "using observations plus the final next_observation", path,
-                        int(mismatch.sum()))
+            log.warning(
+                "%s: %d episodes have observations[t + 1] != next_observations[t]; "
+                "using observations plus the final next_observation",
+                path,
+                int(mismatch.sum()),
+            )
 
     skipped = dict.fromkeys(SKIP_REASONS, 0)
     episodes: list[Episode] = []
@@ -496,14 +565,16 @@ def _convert(
             skipped[err.reason] += 1
             continue
         except ValueError as err:
-            raise chk.fail(f"cannot interpret the goal vector of episode {i} "
-                           f"({goals[i].tolist()}) at level {level!r}: {err}") from None
+            raise chk.fail(
+                f"cannot interpret the goal vector of episode {i} "
+                f"({goals[i].tolist()}) at level {level!r}: {err}"
+            ) from None
         paraphrases = _strings(raw_instr[i])
         if not paraphrases:
             raise chk.fail(f"episode {i} has no non-empty instruction")
 
         if next_obs is not None:
-            states = np.concatenate([obs[i, :length], next_obs[i, length - 1:length]])
+            states = np.concatenate([obs[i, :length], next_obs[i, length - 1 : length]])
             terminated = bool(terminals[i, length - 1]) if terminals is not None else True
             truncated = not terminated
         else:  # the state after the last action is unknown: drop that transition
@@ -522,9 +593,18 @@ def _convert(
         act = np.round(actions[i, :steps]).astype(np.int64)
         rew = np.asarray(rewards[i, :steps], dtype=np.float32)
         for text in chosen:
-            episodes.append(Episode(
-                states=states, actions=act, rewards=rew, terminated=terminated,
-                truncated=truncated, instruction=text, task_spec=spec, level=level,
-                source=source, success=success,
-            ))
+            episodes.append(
+                Episode(
+                    states=states,
+                    actions=act,
+                    rewards=rew,
+                    terminated=terminated,
+                    truncated=truncated,
+                    instruction=text,
+                    task_spec=spec,
+                    level=level,
+                    source=source,
+                    success=success,
+                )
+            )
     return episodes, skipped, n

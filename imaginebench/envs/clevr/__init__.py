@@ -1,4 +1,5 @@
 """CLEVR-Robot: five balls pushed on a table, conditioned on a natural-language instruction."""
+
 from imaginebench.envs.clevr.env import ClevrEnv
 from imaginebench.envs.clevr.suite import ClevrTaskSuite
 

@@ -1,4 +1,5 @@
 """``imaginebench/CLEVR-v0``: the language-conditioned CLEVR-Robot gymnasium environment."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +22,10 @@ MAX_EPISODE_STEPS = 50
 # Easy tasks take one or two pushes; a short limit keeps them a test of the instruction rather
 # than of wandering (random pushes solve 86 % of them within 50 steps, 25 % within 5).
 LEVEL_MAX_STEPS: dict[str, int] = {
-    "train": MAX_EPISODE_STEPS, "rephrase": MAX_EPISODE_STEPS, "easy": 5, "hard": MAX_EPISODE_STEPS
+    "train": MAX_EPISODE_STEPS,
+    "rephrase": MAX_EPISODE_STEPS,
+    "easy": 5,
+    "hard": MAX_EPISODE_STEPS,
 }
 PROGRESS_REWARD_SCALE = 10.0
 SUCCESS_BONUS = 10.0
@@ -83,13 +87,17 @@ class ClevrEnv(gym.Env):
             task = Task.from_spec(task) if isinstance(task, (str, dict)) else task
             instruction = options.get("instruction")
             if instruction is None:
-                instruction = drawn.instruction if task == drawn.task else task.instructions(
-                    self.suite.wording(self.level)
-                )[0]
+                instruction = (
+                    drawn.instruction
+                    if task == drawn.task
+                    else task.instructions(self.suite.wording(self.level))[0]
+                )
             initial = options.get("initial_state")
             if initial is None:
-                initial = drawn.initial_state if task == drawn.task else (
-                    self.suite.sample_initial_state(task, self.np_random)
+                initial = (
+                    drawn.initial_state
+                    if task == drawn.task
+                    else (self.suite.sample_initial_state(task, self.np_random))
                 )
             episode = EpisodeSpec(task, instruction, np.asarray(initial), self.level)
         initial = np.asarray(episode.initial_state, dtype=np.float32)

@@ -6,6 +6,7 @@ function, and takes the push that succeeds or, failing that, raises the task's s
 the most. When no push improves the potential it takes a random candidate push to get unstuck.
 ``epsilon`` adds uniformly random pushes for data diversity.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,7 +47,10 @@ class ClevrExpert:
             outcomes.append(physics.push(int(action)))
             physics.restore(snapshot)
         trajectories = np.concatenate(
-            [np.broadcast_to(history, (len(candidates), *history.shape)), np.stack(outcomes)[:, None]],
+            [
+                np.broadcast_to(history, (len(candidates), *history.shape)),
+                np.stack(outcomes)[:, None],
+            ],
             axis=1,
         )
         success = task.success(trajectories)[:, -1]
@@ -84,7 +88,10 @@ class ClevrExpert:
             physics.restore(snapshot)
             prefix = np.concatenate([history, outcomes[i][None]])
             trajectories = np.concatenate(
-                [np.broadcast_to(prefix, (len(candidates), *prefix.shape)), np.stack(finals)[:, None]],
+                [
+                    np.broadcast_to(prefix, (len(candidates), *prefix.shape)),
+                    np.stack(finals)[:, None],
+                ],
                 axis=1,
             )
             value = task.progress(trajectories)[:, -1] + 100.0 * task.success(trajectories)[:, -1]

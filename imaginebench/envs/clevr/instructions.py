@@ -13,6 +13,7 @@ camera), ``right`` = +x.
 All functions take colour / direction *names*, validate them (``ValueError``) and return a
 deterministic list of distinct strings.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -173,8 +174,6 @@ _REPHRASE_FRAMES: tuple[tuple[str, int, bool], ...] = (
     ("Please, I really want the {A} ball {D} the {B} ball", 0, False),
     ("Honestly, it bugs me that the {A} ball isn't {D} the {B} ball yet", 1, False),
 )
-
-
 
 
 def relation_wordings(

@@ -5,6 +5,7 @@ invisible one-sided walls that stop the balls (not the pusher), and an actuated 
 pusher on two slide joints. One action = teleport the pusher behind the chosen ball, opposite to
 the push direction, and drive it along that direction for 40 physics steps of 0.01 s.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

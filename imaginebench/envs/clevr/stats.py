@@ -1,4 +1,5 @@
 """Push statistics of CLEVR transitions, to compare the simulator with the original real data."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -48,7 +49,9 @@ class PushStatistics:
 _DIRECTION_NAMES = ("+x", "+y", "-x", "-y", "+x+y", "-x+y", "+x-y", "-x-y")
 
 
-def push_statistics(states: np.ndarray, next_states: np.ndarray, actions: np.ndarray) -> PushStatistics:
+def push_statistics(
+    states: np.ndarray, next_states: np.ndarray, actions: np.ndarray
+) -> PushStatistics:
     """Displacement statistics of the pushed ball and of the other balls per transition."""
     before = np.asarray(states, dtype=np.float64).reshape(-1, NUM_BALLS, 2)
     after = np.asarray(next_states, dtype=np.float64).reshape(-1, NUM_BALLS, 2)

@@ -1,4 +1,5 @@
 """The CLEVR-Robot task suite: which tasks belong to each level, and initial-state sampling."""
+
 from __future__ import annotations
 
 import itertools
@@ -29,9 +30,7 @@ SUITE_SEED = 20240527  # fixes the sampled hard-level compositions once and for 
 
 def _all_relations() -> list[Relation]:
     return [
-        Relation(m, a, d)
-        for m, a in itertools.permutations(range(NUM_BALLS), 2)
-        for d in range(4)
+        Relation(m, a, d) for m, a in itertools.permutations(range(NUM_BALLS), 2) for d in range(4)
     ]
 
 

@@ -9,6 +9,7 @@ vectorised over leading batch dimensions. Thresholds are the original benchmark'
 * gather: every other ball is within ``2.5 * radius`` (0.325) of the centre ball;
 * push (easy): the ball moved at least 0.15 along the direction since the episode start.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -215,7 +216,6 @@ def compatible_relations(relations: Sequence[Relation]) -> bool:
     return True
 
 
-
 @dataclass(frozen=True)
 class AllOf(Task):
     """Two or three relations that must hold at the same time (hard level)."""
@@ -317,7 +317,9 @@ class Gather(Task):
     def _distances(self, states: np.ndarray) -> np.ndarray:
         pos = positions(states)
         others = [i for i in range(NUM_BALLS) if i != self.center]
-        return np.linalg.norm(pos[..., others, :] - pos[..., self.center : self.center + 1, :], axis=-1)
+        return np.linalg.norm(
+            pos[..., others, :] - pos[..., self.center : self.center + 1, :], axis=-1
+        )
 
     def success(self, states: np.ndarray) -> np.ndarray:
         return (self._distances(states) < GATHER_RADIUS).all(axis=-1)

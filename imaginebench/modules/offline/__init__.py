@@ -1,4 +1,5 @@
 """Offline RL algorithms, one file each, on the shared instruction-conditioned backbone."""
+
 from imaginebench.modules.offline.base import OfflineRLModule
 from imaginebench.modules.offline.bc import BC, DiscreteBC
 from imaginebench.modules.offline.cql import CQL, DiscreteCQL

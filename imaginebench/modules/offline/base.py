@@ -12,6 +12,7 @@ and may override ``param_groups`` (per-network learning rates) and ``after_updat
 networks). The base class handles manual optimisation, instruction embeddings, state
 normalisation, logging and :meth:`act` for evaluation.
 """
+
 from __future__ import annotations
 
 import os
@@ -179,7 +180,9 @@ class OfflineRLModule(L.LightningModule):
             if self.log_now:  # logging costs ~1 ms: only every log_every_n_steps
                 self.log_dict(
                     {f"train/{k}": v.detach() for k, v in terms.items()},
-                    on_step=True, on_epoch=False, batch_size=int(sub["state"].shape[0]),
+                    on_step=True,
+                    on_epoch=False,
+                    batch_size=int(sub["state"].shape[0]),
                 )
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
@@ -196,7 +199,9 @@ class OfflineRLModule(L.LightningModule):
         if len(instructions) != len(state_t):
             raise ValueError(f"{len(state_t)} states but {len(instructions)} instructions")
         if state_t.shape[-1] != self.state_dim:
-            raise ValueError(f"states must have {self.state_dim} entries, got {tuple(state_t.shape)}")
+            raise ValueError(
+                f"states must have {self.state_dim} entries, got {tuple(state_t.shape)}"
+            )
         was_training = self.training
         self.eval()
         ids = self.bank.add(instructions).to(self.device)

@@ -3,11 +3,11 @@
 * :class:`DiscreteBC` — cross-entropy on the action logits (optionally plus a logit penalty).
 * :class:`BC` — deterministic tanh policy regressed onto the (rescaled) data actions with MSE.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -29,11 +29,15 @@ class DiscreteBC(OfflineRLModule):
     discrete = True
     uses_next_state = False
 
-    def __init__(self, *args: Any, lr: float = 1e-3, logit_penalty: float = 0.0, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, lr: float = 1e-3, logit_penalty: float = 0.0, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.save_hyperparameters()
         self.lr, self.logit_penalty = lr, logit_penalty
-        trunk = StateInstructionEncoder(self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim)
+        trunk = StateInstructionEncoder(
+            self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim
+        )
         self.logits = DiscreteHead(trunk, self.num_actions)
 
     def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -65,7 +69,9 @@ class BC(OfflineRLModule):
         super().__init__(*args, **kwargs)
         self.save_hyperparameters()
         self.lr = lr
-        trunk = StateInstructionEncoder(self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim)
+        trunk = StateInstructionEncoder(
+            self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim
+        )
         self.actor = DeterministicHead(trunk, self.action_dim)
 
     def to_unit(self, action: Tensor) -> Tensor:

@@ -10,6 +10,7 @@
 Both discount with ``gamma``; ``undiscounted_td_bug=True`` reproduces the original
 benchmark's effective gamma = 1 (its mini-batches set the discount exponent to the terminal flag).
 """
+
 from __future__ import annotations
 
 import copy
@@ -61,7 +62,9 @@ class DiscreteCQL(OfflineRLModule):
         self.lr, self.gamma, self.alpha = lr, gamma, alpha
         self.target_update_interval, self.double_q = target_update_interval, double_q
         self.undiscounted_td_bug = undiscounted_td_bug
-        trunk = StateInstructionEncoder(self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim)
+        trunk = StateInstructionEncoder(
+            self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim
+        )
         self.q = DiscreteHead(trunk, self.num_actions)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
 
@@ -133,7 +136,10 @@ class CQL(OfflineRLModule):
         self.save_hyperparameters()
         self.actor_lr, self.critic_lr, self.alpha_lr = actor_lr, critic_lr, alpha_lr
         self.gamma, self.tau = gamma, tau
-        self.conservative_weight, self.num_sampled_actions = conservative_weight, num_sampled_actions
+        self.conservative_weight, self.num_sampled_actions = (
+            conservative_weight,
+            num_sampled_actions,
+        )
         self.undiscounted_td_bug = undiscounted_td_bug
         self.target_entropy = -float(self.action_dim)
 
@@ -157,7 +163,9 @@ class CQL(OfflineRLModule):
         mean, std = self.actor.distribution(state, instruction)
         pre = mean + std * self.noise(tuple(mean.shape), mean.device)
         action = torch.tanh(pre)
-        log_prob = (-0.5 * ((pre - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+        log_prob = (-0.5 * ((pre - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(
+            -1
+        )
         log_prob = log_prob - (2 * (math.log(2) - pre - F.softplus(-2 * pre))).sum(-1)
         return action, log_prob
 
@@ -194,7 +202,9 @@ class CQL(OfflineRLModule):
             # Actions for the logsumexp: uniform, and the policy's at s and at s'.
             rep = lambda x: x.repeat_interleave(k, dim=0)  # noqa: E731
             s_k, s2_k, instr_k = rep(s), rep(s2), rep(instr)
-            uniform = torch.rand((n * k, self.action_dim), generator=self.generator).to(s.device) * 2 - 1
+            uniform = (
+                torch.rand((n * k, self.action_dim), generator=self.generator).to(s.device) * 2 - 1
+            )
             a_s, logp_s = self.sample(s_k, instr_k)
             a_s2, logp_s2 = self.sample(s2_k, instr_k)
         uniform_logp = self.action_dim * math.log(0.5)
