@@ -189,3 +189,24 @@ def test_several_updates_per_batch_train_exactly_like_one(real_path):
         runs.append(model.state_dict())
     for key in runs[0]:
         assert torch.equal(runs[0][key], runs[1][key]), key
+
+
+def test_cli_ckpt_path_last_resumes_to_the_uninterrupted_result(tmp_path, real_path):
+    config = CONFIGS[[c.stem for c in CONFIGS].index("cql_clevr")]
+
+    def final_weights(name, *runs):
+        small = _small_config(config, tmp_path / name, real_path)
+        for args in runs:
+            cli = run(["fit", "-c", str(small), *args])
+            if "--ckpt_path=last" in args:  # really resumed, not restarted from scratch
+                assert str(cli.trainer.ckpt_path).endswith("last.ckpt")
+        ckpt = torch.load(tmp_path / name / "ckpt" / "last.ckpt", weights_only=False)
+        assert ckpt["global_step"] == 12
+        return ckpt["state_dict"]
+
+    straight = final_weights("straight", ["--trainer.max_steps=12"])
+    resumed = final_weights(
+        "resumed", ["--trainer.max_steps=6"], ["--trainer.max_steps=12", "--ckpt_path=last"]
+    )
+    for key, value in straight.items():
+        assert torch.equal(value, resumed[key]), key
