@@ -1,4 +1,5 @@
-"""Bytes per transition of the in-memory buffers (regenerates the figure in docs/training.md).
+"""Bytes per transition of the in-memory buffers and the cost of sampling a batch
+(regenerates the figures in docs/training.md).
 
     python benchmarks/memory.py --episodes 1000 --paraphrases 20
 
@@ -9,6 +10,7 @@ buffer size: states once per step, action, reward, done, instruction id and sour
 from __future__ import annotations
 
 import argparse
+import time
 
 from imaginebench.datamodules import CollectConfig, RealImaginaryDataModule
 
@@ -18,6 +20,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--paraphrases", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batches", type=int, default=2000, help="batches to time")
     args = parser.parse_args()
     dm = RealImaginaryDataModule(
         collect=CollectConfig(episodes=args.episodes, seed=args.seed, paraphrases=args.paraphrases)
@@ -29,6 +32,16 @@ def main() -> None:
     for key, value in dm.real.data.items():
         print(f"{key}: {value.dtype}, {value.element_size() * value[0].numel()} bytes each")
     print(f"bytes per transition: {dm.bytes_per_transition:.1f}")
+    stream = iter(dm.batches())
+    for _ in range(100):  # warm-up
+        next(stream)
+    start = time.perf_counter()
+    for _ in range(args.batches):
+        next(stream)
+    per_batch = (time.perf_counter() - start) / args.batches
+    print(
+        f"sampling: {1e6 * per_batch:.0f} µs per batch of {dm.batch_size} ({args.batches} batches)"
+    )
 
 
 if __name__ == "__main__":
