@@ -113,7 +113,12 @@ def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_path):
     np.testing.assert_array_equal(restored.act(states, words), cli.model.act(states, words))
     events = list((tmp_path / "runs").rglob("events.out.tfevents.*"))
     assert events, "TensorBoard logging is on by default"
-    run(["test", "-c", str(small), "--ckpt_path", str(tmp_path / "ckpt" / "last.ckpt")])
+    validated = run(["validate", "-c", str(small), "--ckpt_path", str(last)])
+    evaluation = next(
+        c for c in validated.trainer.callbacks if type(c).__name__ == "SuccessRateEvaluation"
+    )
+    assert [r.level for r in evaluation.last_results] == ["train", "rephrase", "easy", "hard"]
+    run(["test", "-c", str(small), "--ckpt_path", str(last)])
     results = list((tmp_path / "runs").rglob("results.json"))
     assert results
     payload = json.loads(results[-1].read_text())

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import lightning as L
 import numpy as np
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
 from imaginebench.envs import make
@@ -184,6 +185,25 @@ class SuccessRateEvaluation(L.Callback):
         self.last_results = results
         summary = ", ".join(f"{r.level} {100 * r.success:.0f}%" for r in results)
         rank_zero_info(f"step {step}: success {summary}")
+
+    # -- trainer.validate: a quick look with the training-time episode count --------------------
+    def on_validation_epoch_end(self, trainer: L.Trainer, module: Any) -> None:
+        if trainer.state.fn == TrainerFn.VALIDATING:  # not fit's sanity check
+            self._validate(trainer, module)
+
+    @rank_zero_only
+    def _validate(self, trainer: L.Trainer, module: Any) -> None:
+        results = self.run(trainer, module, self.episodes_per_level)
+        self.last_results = results
+        for logger in trainer.loggers:
+            logger.log_metrics(
+                {f"val/{r.level}/success": r.success for r in results}, step=trainer.global_step
+            )
+        print(
+            f"\n{type(module).__name__} at step {trainer.global_step} "
+            f"({self.episodes_per_level} episodes per level, seed {self.seed}):"
+        )
+        print(format_table(results))
 
     # -- final score ------------------------------------------------------------------------------
     def on_test_epoch_end(self, trainer: L.Trainer, module: Any) -> None:

@@ -293,6 +293,10 @@ class RealImaginaryDataModule(L.LightningDataModule):
             return batch
         return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
+    def val_dataloader(self) -> list[int]:
+        """One dummy batch: ``trainer.validate`` evaluation happens in the evaluation callback."""
+        return [0]
+
     def test_dataloader(self) -> list[int]:
         """One dummy batch: ``trainer.test`` evaluation happens in the evaluation callback."""
         return [0]

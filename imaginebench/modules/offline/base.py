@@ -185,6 +185,9 @@ class OfflineRLModule(L.LightningModule):
                     batch_size=int(sub["state"].shape[0]),
                 )
 
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """Nothing per batch: the evaluation callback runs the simulators."""
+
     def test_step(self, batch: Any, batch_idx: int) -> None:
         """Nothing per batch: the evaluation callback runs the simulators."""
 
