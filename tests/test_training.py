@@ -143,7 +143,7 @@ def test_shipped_configs_parse(config):
 
 def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
     """2 gloo processes with batch b sample the same transitions as 1 process with batch 2b,
-    so after a few steps both runs hold the same weights."""
+    so after a few steps both runs hold the same weights (with rank-0 evaluation in between)."""
     config = CONFIGS[[c.stem for c in CONFIGS].index("cql_clevr")]
 
     def fit(name, devices, batch):
@@ -151,9 +151,9 @@ def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
         cfg = yaml.safe_load(small.read_text())
         cfg["data"]["batch_size"] = batch
         cfg["trainer"].update(devices=devices, strategy="ddp" if devices > 1 else "auto")
-        cfg["trainer"]["callbacks"] = [
-            c for c in cfg["trainer"]["callbacks"] if c["class_path"].endswith("ModelCheckpoint")
-        ]
+        for cb in cfg["trainer"]["callbacks"]:  # rank-0 evaluation mid-run and after fit
+            if cb["class_path"].endswith("SuccessRateEvaluation"):
+                cb["init_args"].update(test_after_fit=True, test_episodes_per_level=2)
         small.write_text(yaml.safe_dump(cfg))
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         out = subprocess.run(
@@ -165,6 +165,7 @@ def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
             cwd=tmp_path,
         )
         assert out.returncode == 0, out.stderr[-3000:]
+        assert "results written" in out.stdout
         return torch.load(tmp_path / name / "ckpt" / "last.ckpt", weights_only=False)
 
     single = fit("single", 1, 64)

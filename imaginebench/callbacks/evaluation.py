@@ -207,14 +207,15 @@ class SuccessRateEvaluation(L.Callback):
 
     # -- final score ------------------------------------------------------------------------------
     def on_test_epoch_end(self, trainer: L.Trainer, module: Any) -> None:
-        self._final(trainer, module, "test")
+        self._final(trainer, module, "test", trainer.log_dir)
 
     def on_fit_end(self, trainer: L.Trainer, module: Any) -> None:
         if self.test_after_fit:
-            self._final(trainer, module, "test")
+            # trainer.log_dir is a collective under DDP: every rank asks, rank 0 evaluates.
+            self._final(trainer, module, "test", trainer.log_dir)
 
     @rank_zero_only
-    def _final(self, trainer: L.Trainer, module: Any, prefix: str) -> None:
+    def _final(self, trainer: L.Trainer, module: Any, prefix: str, log_dir: str | None) -> None:
         results = self.run(trainer, module, self.test_episodes_per_level)
         self.last_results = results
         metrics = {f"{prefix}/{r.level}/success": r.success for r in results}
@@ -222,7 +223,7 @@ class SuccessRateEvaluation(L.Callback):
             logger.log_metrics(metrics, step=trainer.global_step)
         path = Path(self.results_file)
         if not path.is_absolute():
-            base = Path(trainer.log_dir) if trainer.log_dir else Path.cwd()
+            base = Path(log_dir) if log_dir else Path.cwd()
             path = base / path
         payload = {
             "levels": {r.level: asdict(r) for r in results},

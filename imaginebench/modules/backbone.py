@@ -122,7 +122,9 @@ def shared_encoder(name_or_path: str, pooling: Pooling, normalize: bool) -> Inst
 class InstructionBank(nn.Module):
     """Embeddings of every known instruction, computed once each and looked up by id.
 
-    The table is a non-persistent buffer: checkpoints stay small and the bank is rebuilt from the
+    The table is a plain tensor attribute, not a buffer: checkpoints stay small, DDP never
+    broadcasts it (evaluation on rank 0 may add sentences the other ranks lack), and the bank is
+    rebuilt from the
     instruction strings (new strings, e.g. unseen evaluation wordings, are encoded on demand).
     """
 
@@ -132,7 +134,7 @@ class InstructionBank(nn.Module):
         super().__init__()
         self.encoder_name, self.pooling, self.normalize = encoder, pooling, normalize
         self.index: dict[str, int] = {}
-        self.register_buffer("table", torch.zeros(0, 0), persistent=False)
+        self.table = torch.zeros(0, 0)
 
     @property
     def encoder(self) -> InstructionEncoder:
@@ -154,6 +156,8 @@ class InstructionBank(nn.Module):
         return torch.tensor([self.index[s] for s in sentences], dtype=torch.long)
 
     def forward(self, ids: Tensor) -> Tensor:
+        if self.table.device != ids.device:  # follows the module's device lazily
+            self.table = self.table.to(ids.device)
         return self.table[ids]
 
 

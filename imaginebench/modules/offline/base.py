@@ -99,10 +99,11 @@ class OfflineRLModule(L.LightningModule):
         self.register_buffer("state_std", torch.ones(self.state_dim))
         self.register_buffer("instruction_mean", torch.zeros(self.embedding_dim))
         self.register_buffer("instruction_std", torch.ones(self.embedding_dim))
-        self.register_buffer("data_to_bank", torch.zeros(0, dtype=torch.long), persistent=False)
-        # Standardised embeddings of the training instructions, indexed by data instruction id
-        # (built at the start of training, after any checkpoint is restored).
-        self.register_buffer("train_embeddings", torch.zeros(0, 0), persistent=False)
+        # Plain tensors, not buffers (DDP must not broadcast them): bank ids of the data module's
+        # instructions, and their standardised embeddings indexed by data instruction id (built
+        # at the start of training, after any checkpoint is restored).
+        self.data_to_bank = torch.zeros(0, dtype=torch.long)
+        self.train_embeddings = torch.zeros(0, 0)
         self.log_now = True  # True on steps whose diagnostics get logged
 
     # -- hooks for subclasses -----------------------------------------------------------------
@@ -132,13 +133,13 @@ class OfflineRLModule(L.LightningModule):
         if datamodule is None:
             return
         datamodule.setup(stage)
-        self.data_to_bank = self.bank.add(datamodule.instructions).to(self.device)
+        self.data_to_bank = self.bank.add(datamodule.instructions)
         if stage == "fit" and self.normalize_states and datamodule.real is not None:
             states = datamodule.real.states
             self.state_mean.copy_(states.mean(0))
             self.state_std.copy_(states.std(0).clamp_min(1e-3))
         if stage == "fit" and self.standardize_instructions and len(datamodule.instructions) > 1:
-            table = self.bank(self.data_to_bank)
+            table = self.bank(self.data_to_bank.to(self.device))
             self.instruction_mean.copy_(table.mean(0))
             self.instruction_std.copy_(table.std(0).clamp_min(1e-4))
 
@@ -146,8 +147,9 @@ class OfflineRLModule(L.LightningModule):
         return (state - self.state_mean) / self.state_std
 
     def embed(self, bank_ids: Tensor) -> Tensor:
-        """Instruction embeddings for bank ids, standardised if configured."""
-        return (self.bank(bank_ids) - self.instruction_mean) / self.instruction_std
+        """Instruction embeddings for bank ids (on the module's device), standardised."""
+        embedding = self.bank(bank_ids.to(self.device))
+        return (embedding - self.instruction_mean) / self.instruction_std
 
     def on_train_start(self) -> None:
         self.train_embeddings = self.embed(self.data_to_bank)
