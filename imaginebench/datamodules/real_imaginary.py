@@ -333,6 +333,10 @@ class _StreamFromTrainer:
         world = trainer.world_size if trainer is not None else 1
         stream = iter(self.datamodule.batches(start, rank, world))
         k = self.datamodule.updates_per_batch
-        if k == 1:
-            return stream
-        return (torch.stack([next(stream) for _ in range(k)]) for _ in iter(int, 1))
+        return stream if k == 1 else _stacked(stream, k)
+
+
+def _stacked(stream: Iterator[TensorDict], k: int) -> Iterator[TensorDict]:
+    """Endless ``(k, batch_size)`` stacks of consecutive batches."""
+    while True:
+        yield torch.stack([next(stream) for _ in range(k)])

@@ -215,6 +215,14 @@ class OfflineRLModule(L.LightningModule):
         out = action.cpu().numpy()
         return out[0] if single and np.asarray(state).ndim == 1 else out
 
+    def to_unit(self, action: Tensor) -> Tensor:
+        """Continuous actions from ``[low, high]`` to the policies' ``[-1, 1]``."""
+        return 2 * (action - self.action_low) / (self.action_high - self.action_low) - 1
+
+    def from_unit(self, action: Tensor) -> Tensor:
+        """Inverse of :meth:`to_unit`."""
+        return self.action_low + (action + 1) * 0.5 * (self.action_high - self.action_low)
+
     def discount(self, done: Tensor, gamma: float, undiscounted_td_bug: bool) -> Tensor:
         """``gamma * (1 - done)``; with the original benchmark's bug, ``1 - done`` (gamma = 1)."""
         not_done = 1.0 - done.float()

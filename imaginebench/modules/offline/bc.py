@@ -74,13 +74,6 @@ class BC(OfflineRLModule):
         )
         self.actor = DeterministicHead(trunk, self.action_dim)
 
-    def to_unit(self, action: Tensor) -> Tensor:
-        """Map actions from ``[low, high]`` to ``[-1, 1]``."""
-        return 2 * (action - self.action_low) / (self.action_high - self.action_low) - 1
-
-    def from_unit(self, action: Tensor) -> Tensor:
-        return self.action_low + (action + 1) * 0.5 * (self.action_high - self.action_low)
-
     def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         target = self.to_unit(batch["action"]).clamp(-1, 1)
         mse = F.mse_loss(self.actor(batch["state"], batch["instruction"]), target)

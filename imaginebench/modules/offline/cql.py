@@ -169,9 +169,6 @@ class CQL(OfflineRLModule):
         log_prob = log_prob - (2 * (math.log(2) - pre - F.softplus(-2 * pre))).sum(-1)
         return action, log_prob
 
-    def to_unit(self, action: Tensor) -> Tensor:
-        return 2 * (action - self.action_low) / (self.action_high - self.action_low) - 1
-
     def param_groups(self) -> list[dict[str, Any]]:
         return [
             {"params": self.actor.parameters(), "lr": self.actor_lr},
@@ -237,8 +234,7 @@ class CQL(OfflineRLModule):
         soft_update(self.critics_target, self.critics, self.tau)
 
     def policy(self, state: Tensor, instruction: Tensor) -> Tensor:
-        unit = self.actor(state, instruction)
-        return self.action_low + (unit + 1) * 0.5 * (self.action_high - self.action_low)
+        return self.from_unit(self.actor(state, instruction))
 
     # -- checkpoint: the sampling generator is part of the training state ----------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
