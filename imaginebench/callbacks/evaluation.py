@@ -172,17 +172,33 @@ class SuccessRateEvaluation(L.Callback):
         every = self.every_n_steps or 1
         self._next_eval = (trainer.global_step // every + 1) * every
 
-    @rank_zero_only
-    def _evaluate_and_log(self, trainer: L.Trainer, module: Any, step: int) -> None:
-        results = self.run(trainer, module, self.episodes_per_level)
+    def _run_and_log(
+        self, trainer: L.Trainer, module: Any, episodes: int, prefix: str, details: bool
+    ) -> list[LevelResult]:
+        """Evaluate every level, keep the results and log ``<prefix>/<level>/success`` (plus
+        ``/return`` and ``/length`` with ``details``)."""
+        results = self.run(trainer, module, episodes)
+        self.last_results = results
         metrics = {}
         for r in results:
-            metrics[f"eval/{r.level}/success"] = r.success
-            metrics[f"eval/{r.level}/return"] = r.mean_return
-            metrics[f"eval/{r.level}/length"] = r.mean_length
+            metrics[f"{prefix}/{r.level}/success"] = r.success
+            if details:
+                metrics[f"{prefix}/{r.level}/return"] = r.mean_return
+                metrics[f"{prefix}/{r.level}/length"] = r.mean_length
         for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=step)
-        self.last_results = results
+            logger.log_metrics(metrics, step=trainer.global_step)
+        return results
+
+    def _print_table(self, trainer: L.Trainer, module: Any, results: list[LevelResult]) -> None:
+        print(
+            f"\n{type(module).__name__} at step {trainer.global_step} "
+            f"({results[0].episodes} episodes per level, seed {self.seed}):"
+        )
+        print(format_table(results))
+
+    @rank_zero_only
+    def _evaluate_and_log(self, trainer: L.Trainer, module: Any, step: int) -> None:
+        results = self._run_and_log(trainer, module, self.episodes_per_level, "eval", True)
         summary = ", ".join(f"{r.level} {100 * r.success:.0f}%" for r in results)
         rank_zero_info(f"step {step}: success {summary}")
 
@@ -193,17 +209,8 @@ class SuccessRateEvaluation(L.Callback):
 
     @rank_zero_only
     def _validate(self, trainer: L.Trainer, module: Any) -> None:
-        results = self.run(trainer, module, self.episodes_per_level)
-        self.last_results = results
-        for logger in trainer.loggers:
-            logger.log_metrics(
-                {f"val/{r.level}/success": r.success for r in results}, step=trainer.global_step
-            )
-        print(
-            f"\n{type(module).__name__} at step {trainer.global_step} "
-            f"({self.episodes_per_level} episodes per level, seed {self.seed}):"
-        )
-        print(format_table(results))
+        results = self._run_and_log(trainer, module, self.episodes_per_level, "val", False)
+        self._print_table(trainer, module, results)
 
     # -- final score ------------------------------------------------------------------------------
     def on_test_epoch_end(self, trainer: L.Trainer, module: Any) -> None:
@@ -216,11 +223,7 @@ class SuccessRateEvaluation(L.Callback):
 
     @rank_zero_only
     def _final(self, trainer: L.Trainer, module: Any, prefix: str, log_dir: str | None) -> None:
-        results = self.run(trainer, module, self.test_episodes_per_level)
-        self.last_results = results
-        metrics = {f"{prefix}/{r.level}/success": r.success for r in results}
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
+        results = self._run_and_log(trainer, module, self.test_episodes_per_level, prefix, False)
         path = Path(self.results_file)
         if not path.is_absolute():
             base = Path(log_dir) if log_dir else Path.cwd()
@@ -238,11 +241,7 @@ class SuccessRateEvaluation(L.Callback):
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(payload, indent=2, default=str))
         tmp.replace(path)
-        print(
-            f"\n{type(module).__name__} at step {trainer.global_step} "
-            f"({self.test_episodes_per_level} episodes per level, seed {self.seed}):"
-        )
-        print(format_table(results))
+        self._print_table(trainer, module, results)
         print(f"results written to {path}")
 
 

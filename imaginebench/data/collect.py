@@ -10,6 +10,7 @@ from tqdm.auto import tqdm
 
 from imaginebench.data.format import Episode, RolloutDataset, default_provenance
 from imaginebench.envs import Level, check_level, get_domain, make
+from imaginebench.envs.base import action_spec_of
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def collect(
             out += [replace(episode, instruction=others[i]) for i in sorted(picked)]
         bar.set_postfix(success=f"{np.mean(successes):.2f}", refresh=False)
     seconds = time.perf_counter() - start
-    action_spec = {"type": "discrete", "n": int(env.action_space.n)}
+    action_spec = action_spec_of(env.action_space)
     provenance = default_provenance(
         generator=f"{type(expert).__name__}(epsilon={epsilon})",
         seed=seed,

@@ -16,7 +16,7 @@ from tensordict import TensorDict
 from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
 from imaginebench.datamodules.buffer import TransitionBuffer, cat_batches
 from imaginebench.envs import get_domain, make
-from imaginebench.envs.base import Level
+from imaginebench.envs.base import Level, action_spec_of
 
 log = logging.getLogger(__name__)
 
@@ -156,16 +156,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         self.state_dim = int(env.observation_space.shape[0])
         self.state_low = np.asarray(env.observation_space.low, dtype=np.float32)
         self.state_high = np.asarray(env.observation_space.high, dtype=np.float32)
-        space = env.action_space
-        if hasattr(space, "n"):
-            self.action_spec: dict = {"type": "discrete", "n": int(space.n)}
-        else:
-            self.action_spec = {
-                "type": "continuous",
-                "shape": list(space.shape),
-                "low": float(np.min(space.low)),
-                "high": float(np.max(space.high)),
-            }
+        self.action_spec = action_spec_of(env.action_space)
         env.close()
         self.instructions: list[str] = []
         self.real: TransitionBuffer | None = None

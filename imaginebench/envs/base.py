@@ -22,6 +22,18 @@ TASK_MODULES: tuple[str, ...] = ("imaginebench.envs.clevr.tasks",)
 SPLITS = ("data", "eval")
 
 
+def action_spec_of(space: Any) -> dict[str, Any]:
+    """The dataset/module description of a gymnasium action space."""
+    if hasattr(space, "n"):
+        return {"type": "discrete", "n": int(space.n)}
+    return {
+        "type": "continuous",
+        "shape": list(space.shape),
+        "low": float(np.min(space.low)),
+        "high": float(np.max(space.high)),
+    }
+
+
 def check_level(level: str) -> Level:
     """Return ``level`` unchanged if it is one of :data:`LEVELS`, else raise a clear error."""
     if level not in LEVELS:

@@ -156,8 +156,6 @@ class OfflineRLModule(L.LightningModule):
 
     def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Normalise states and look up instruction embeddings (once per unique instruction)."""
-        if self.train_embeddings.numel() == 0:
-            self.train_embeddings = self.embed(self.data_to_bank)
         get = batch.get  # plain key lookups: cheaper than iterating the TensorDict
         out = {key: get(key) for key in ("action", "reward", "done", "source")}
         out["state"] = self.normalize(get("state"))
