@@ -62,11 +62,21 @@ def _import_kalm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _manifest(args: argparse.Namespace) -> int:
+    from imaginebench.data.shipped import write_manifest
+
+    manifest = write_manifest(args.directory)
+    for name, entry in manifest["files"].items():
+        print(f"{name}: {entry['episodes']} episodes, {entry['bytes']} bytes, {entry['sha256']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imaginebench",
         description="ImagineBench: offline RL from real and imagined rollouts. Training: "
-        "imaginebench fit|validate|test -c configs/<algo>_<env>.yaml (see --help of each).",
+        "imaginebench fit|validate|test -c configs/<algo>_<env>.yaml; imagination: "
+        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level> (see --help of each).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -112,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
+
+    p = sub.add_parser(
+        "manifest", help="write MANIFEST.json (checksums, provenance) for a directory of datasets"
+    )
+    p.add_argument("directory")
+    p.set_defaults(func=_manifest)
     return parser
 
 
@@ -125,6 +141,14 @@ def main(argv: list[str] | None = None) -> int:
 
         run(argv)
         return 0
+    if argv and argv[0] == "imagine":
+        from imaginebench.imagination.run import main as imagine
+
+        try:
+            return imagine(argv[1:])
+        except (ValueError, FileNotFoundError, FileExistsError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -1,14 +1,18 @@
-"""LightningCLI entry point: ``imaginebench fit|validate|test -c configs/<algo>_<env>.yaml``."""
+"""LightningCLI entry point: ``imaginebench fit|validate|test -c configs/<algo>_<env>.yaml``.
+
+Configs name the model and data module by ``class_path``: an offline RL algorithm with
+:class:`~imaginebench.datamodules.RealImaginaryDataModule`, or the LLM grounding fine-tune
+(:class:`~imaginebench.modules.grounding.GroundingModule`) with
+:class:`~imaginebench.datamodules.GroundingDataModule`.
+"""
 
 from __future__ import annotations
 
 import sys
 import warnings
 
+import lightning as L
 from lightning.pytorch.cli import LightningCLI
-
-from imaginebench.datamodules import RealImaginaryDataModule
-from imaginebench.modules.offline import OfflineRLModule
 
 
 class ImagineBenchCLI(LightningCLI):
@@ -28,6 +32,7 @@ def quiet_known_warnings() -> None:
         "Using ModelCheckpoint with manual optimization",
         r"`isinstance\(treespec, LeafSpec\)` is deprecated",
         "The '.*_dataloader' does not have many workers",
+        "Failed to load CPU gemm_4bit_forward",  # bitsandbytes without the optional kernels
     ):
         warnings.filterwarnings("ignore", message=message)
 
@@ -35,9 +40,10 @@ def quiet_known_warnings() -> None:
 def run(args: list[str] | None = None) -> ImagineBenchCLI:
     quiet_known_warnings()
     return ImagineBenchCLI(
-        OfflineRLModule,
-        RealImaginaryDataModule,
+        L.LightningModule,
+        L.LightningDataModule,
         subclass_mode_model=True,
+        subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},
         args=None if args == sys.argv[1:] else args,  # None: LightningCLI reads sys.argv
     )

@@ -17,7 +17,9 @@ from imaginebench.modules.offline import DiscreteCQL
 from imaginebench.train_cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted((ROOT / "configs").glob("*_clevr.yaml"))
+CONFIGS = sorted(  # the offline RL configs (not grounding / imagination)
+    c for c in (ROOT / "configs").glob("*_clevr.yaml") if "modules.offline" in c.read_text()
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +92,10 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
             )
         if cb["class_path"].endswith("ModelCheckpoint"):
             args.update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=3)
-    cfg["data"]["real"] = str(real)
-    cfg["data"]["imaginary"] = [str(tmp_path / "absent_imaginary.h5")]
-    cfg["data"]["batch_size"] = 32
+    data = cfg["data"]["init_args"]
+    data["real"] = str(real)
+    data["imaginary"] = [str(tmp_path / "absent_imaginary.h5")]
+    data["batch_size"] = 32
     tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / config.name
     out.write_text(yaml.safe_dump(cfg))

@@ -6,11 +6,41 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from imaginebench.data.format import Episode, RolloutDataset, default_provenance
 from imaginebench.envs import Level, check_level, get_domain, make
 from imaginebench.envs.base import action_spec_of
+
+
+@dataclass
+class CollectConfig:
+    """Real data collected automatically when the ``real`` file is missing.
+
+    Args:
+        episodes: number of expert episodes.
+        seed: collection seed (the dataset is a pure function of the config).
+        level: level whose tasks the expert solves.
+        epsilon: probability of a random action in the expert.
+        paraphrases: wordings stored per rollout (see :func:`imaginebench.data.collect.collect`).
+    """
+
+    episodes: int = 400
+    seed: int = 0
+    level: Level = "train"
+    epsilon: float = 0.2
+    paraphrases: int = 10
+
+    def filename(self, domain: str) -> str:
+        return (
+            f"{domain}_{self.level}_real_n{self.episodes}_s{self.seed}_e{self.epsilon:g}"
+            f"_p{self.paraphrases}.h5"
+        )
+
+
+# Checkpoints store data modules' hyperparameters: allow the config under weights_only loads.
+torch.serialization.add_safe_globals([CollectConfig])
 
 
 @dataclass(frozen=True)

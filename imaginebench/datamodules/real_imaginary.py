@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -13,10 +12,12 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
+from imaginebench.data.shipped import resolve_data_path
 from imaginebench.datamodules.buffer import TransitionBuffer, cat_batches
 from imaginebench.envs import get_domain, make
-from imaginebench.envs.base import Level, action_spec_of
+from imaginebench.envs.base import action_spec_of
 
 log = logging.getLogger(__name__)
 
@@ -26,29 +27,50 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("IMAGINEBENCH_CACHE", Path.home() / ".cache" / "imaginebench"))
 
 
-@dataclass
-class CollectConfig:
-    """Real data collected automatically when the ``real`` file is missing.
+def real_dataset_path(
+    domain: str, real: str | None, collect: CollectConfig | None, cache_dir: Path
+) -> Path:
+    """``real`` if given, else the cache file named after the collection config."""
+    if real:
+        return resolve_data_path(real)
+    if collect is None:
+        raise ValueError("no real dataset given: set data.real or data.collect")
+    return cache_dir / collect.filename(domain)
 
-    Args:
-        episodes: number of expert episodes.
-        seed: collection seed (the dataset is a pure function of the config).
-        level: level whose tasks the expert solves.
-        epsilon: probability of a random action in the expert.
-        paraphrases: wordings stored per rollout (see :func:`imaginebench.data.collect.collect`).
-    """
 
-    episodes: int = 400
-    seed: int = 0
-    level: Level = "train"
-    epsilon: float = 0.2
-    paraphrases: int = 10
+def ensure_real_dataset(domain: str, path: Path, collect: CollectConfig | None) -> None:
+    """Collect the real dataset at ``path`` with the expert if the file is missing."""
+    if path.exists():
+        return
+    if collect is None:
+        raise FileNotFoundError(f"real dataset {path} does not exist and data.collect is unset")
+    from imaginebench.data.collect import collect as run_collection
 
-    def filename(self, domain: str) -> str:
-        return (
-            f"{domain}_{self.level}_real_n{self.episodes}_s{self.seed}_e{self.epsilon:g}"
-            f"_p{self.paraphrases}.h5"
-        )
+    log.warning("real dataset %s missing: collecting %s", path, collect)
+    dataset, stats = run_collection(
+        domain,
+        collect.level,
+        collect.episodes,
+        collect.seed,
+        epsilon=collect.epsilon,
+        paraphrases=collect.paraphrases,
+    )
+    save_dataset(dataset, path)
+    log.warning("%s -> %s", stats, path)
+
+
+def check_matches_env(
+    dataset: RolloutDataset, path: Path, domain: str, state_dim: int, action_spec: dict
+) -> None:
+    """Raise :class:`DatasetError` unless ``dataset`` fits the domain's environment."""
+    if dataset.domain != domain:
+        raise DatasetError(path, f"domain is {dataset.domain!r}, expected {domain!r}")
+    if dataset.state_dim != state_dim:
+        raise DatasetError(path, f"state_dim {dataset.state_dim} != env's {state_dim}")
+    if dataset.action_spec.get("type") != action_spec["type"] or dataset.action_spec.get(
+        "n"
+    ) != action_spec.get("n"):
+        raise DatasetError(path, f"action spec {dataset.action_spec} != env's {action_spec}")
 
 
 class MixedBatches:
@@ -105,7 +127,8 @@ class RealImaginaryDataModule(L.LightningDataModule):
         real: path of the real dataset; if the file is missing and ``collect`` is set, the
             expert collects it there once (with ``real=None``: into ``cache_dir``, named after
             the collection config).
-        imaginary: paths of imaginary datasets; missing files are skipped with a warning.
+        imaginary: paths of imaginary datasets (``shipped:<domain>/<file>`` names a dataset
+            shipped with the package); missing files are skipped with a warning.
             Imaginary episodes with non-finite values or states outside the environment's
             bounds (plus ``state_margin``) are dropped and counted.
         ratio: fraction of each batch drawn from the imaginary pool (0 = real only), or
@@ -166,44 +189,14 @@ class RealImaginaryDataModule(L.LightningDataModule):
 
     # -- files ------------------------------------------------------------------------------
     def resolved_real_path(self) -> Path:
-        if self.real_path:
-            return Path(self.real_path)
-        if self.collect is None:
-            raise ValueError("no real dataset given: set data.real or data.collect")
-        return self.cache_dir / self.collect.filename(self.domain)
+        return real_dataset_path(self.domain, self.real_path, self.collect, self.cache_dir)
 
     def prepare_data(self) -> None:
         """Collect the real dataset if it is missing (runs once, on global rank 0)."""
-        path = self.resolved_real_path()
-        if path.exists():
-            return
-        if self.collect is None:
-            raise FileNotFoundError(f"real dataset {path} does not exist and data.collect is unset")
-        from imaginebench.data.collect import collect
-
-        log.warning("real dataset %s missing: collecting %s", path, self.collect)
-        dataset, stats = collect(
-            self.domain,
-            self.collect.level,
-            self.collect.episodes,
-            self.collect.seed,
-            epsilon=self.collect.epsilon,
-            paraphrases=self.collect.paraphrases,
-        )
-        save_dataset(dataset, path)
-        log.warning("%s -> %s", stats, path)
+        ensure_real_dataset(self.domain, self.resolved_real_path(), self.collect)
 
     def _check_domain(self, dataset: RolloutDataset, path: Path) -> None:
-        if dataset.domain != self.domain:
-            raise DatasetError(path, f"domain is {dataset.domain!r}, expected {self.domain!r}")
-        if dataset.state_dim != self.state_dim:
-            raise DatasetError(path, f"state_dim {dataset.state_dim} != env's {self.state_dim}")
-        if dataset.action_spec.get("type") != self.action_spec["type"] or dataset.action_spec.get(
-            "n"
-        ) != self.action_spec.get("n"):
-            raise DatasetError(
-                path, f"action spec {dataset.action_spec} != env's {self.action_spec}"
-            )
+        check_matches_env(dataset, path, self.domain, self.state_dim, self.action_spec)
 
     def _load_imaginary(self, path: Path) -> RolloutDataset | None:
         if not path.exists():
@@ -230,11 +223,12 @@ class RealImaginaryDataModule(L.LightningDataModule):
         if self._loaded:
             return
         real_path = self.resolved_real_path()
-        if not real_path.exists():
-            self.prepare_data()
+        ensure_real_dataset(self.domain, real_path, self.collect)
         real = load_dataset(real_path)
         self._check_domain(real, real_path)
-        imaginary = [d for p in self.imaginary_paths if (d := self._load_imaginary(Path(p)))]
+        imaginary = [
+            d for p in self.imaginary_paths if (d := self._load_imaginary(resolve_data_path(p)))
+        ]
         imaginary = [d for d in imaginary if len(d) > 0]
         table: dict[str, int] = {}
         for d in [real, *imaginary]:

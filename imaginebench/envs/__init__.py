@@ -9,18 +9,27 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import gymnasium as gym
+import numpy as np
 
 from imaginebench.envs.base import LEVELS, EpisodeSpec, Level, Task, TaskSuite, check_level
 
 
 @dataclass(frozen=True)
 class Domain:
-    """How to build a domain's environment, task suite and scripted expert."""
+    """How to build a domain's environment, task suite, scripted expert and quality judge.
+
+    ``episode_rewards(task, states)`` gives the rewards of a state sequence (used for imagined
+    rollouts, so they are rewarded exactly like simulated ones); ``make_quality()`` returns an
+    object with ``legal(states) -> (N,) bool`` and ``correct_transitions(states, actions) ->
+    (T,) bool`` for the imagination quality report.
+    """
 
     name: str
     env_id: str
     make_suite: Callable[[], TaskSuite]
     make_expert: Callable[..., Any]
+    episode_rewards: Callable[[Task, np.ndarray], np.ndarray]
+    make_quality: Callable[[], Any]
 
 
 def _clevr_suite() -> TaskSuite:
@@ -35,8 +44,27 @@ def _clevr_expert(**kwargs: Any) -> Any:
     return ClevrExpert(**kwargs)
 
 
+def _clevr_rewards(task: Task, states: np.ndarray) -> np.ndarray:
+    from imaginebench.envs.clevr.env import episode_rewards
+
+    return episode_rewards(task, states)
+
+
+def _clevr_quality() -> Any:
+    from imaginebench.envs.clevr.quality import ClevrQuality
+
+    return ClevrQuality()
+
+
 DOMAINS: dict[str, Domain] = {
-    "clevr": Domain("clevr", "imaginebench/CLEVR-v0", _clevr_suite, _clevr_expert),
+    "clevr": Domain(
+        "clevr",
+        "imaginebench/CLEVR-v0",
+        _clevr_suite,
+        _clevr_expert,
+        _clevr_rewards,
+        _clevr_quality,
+    ),
 }
 
 

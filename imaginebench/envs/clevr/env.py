@@ -31,6 +31,14 @@ PROGRESS_REWARD_SCALE = 10.0
 SUCCESS_BONUS = 10.0
 
 
+def episode_rewards(task: Task, states: np.ndarray) -> np.ndarray:
+    """Rewards ``(T,)`` of the transitions of ``states`` ``(T + 1, D)``: ``10 * Δprogress``
+    plus 10 where the task is accomplished (the same for simulated and imagined rollouts)."""
+    progress = task.progress(states)
+    success = task.success(states)[1:]
+    return (PROGRESS_REWARD_SCALE * np.diff(progress) + SUCCESS_BONUS * success).astype(np.float32)
+
+
 class ClevrEnv(gym.Env):
     """Five balls on a table; each action pushes one ball in one of 8 directions.
 
@@ -117,9 +125,7 @@ class ClevrEnv(gym.Env):
         self.trajectory.append(state)
         states = np.stack(self.trajectory)  # judges may need the history (<= 51 states)
         success = bool(self.task.success(states)[-1])
-        progress = self.task.progress(states)[-2:]
-        reward = PROGRESS_REWARD_SCALE * float(progress[1] - progress[0])
-        reward += SUCCESS_BONUS if success else 0.0
+        reward = float(episode_rewards(self.task, states)[-1])
         truncated = not success and len(self.trajectory) - 1 >= self.max_episode_steps
         return state.copy(), reward, success, truncated, self._info(success)
 

@@ -1,0 +1,81 @@
+"""Datasets shipped inside the package (``imaginebench/datasets``) and their manifests.
+
+Configs name a shipped file as ``shipped:<domain>/<file>`` (e.g.
+``shipped:clevr/imaginary_hard.h5``); :func:`resolve_data_path` maps it to the installed copy.
+Every shipped directory has a ``MANIFEST.json`` with each file's SHA-256, size, contents and the
+command that regenerates it (``imaginebench manifest <dir>`` rewrites it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from imaginebench.data.hdf5 import load_dataset
+
+SHIPPED_PREFIX = "shipped:"
+SHIPPED_ROOT = Path(__file__).resolve().parents[1] / "datasets"
+MANIFEST = "MANIFEST.json"
+
+
+def resolve_data_path(path: str | Path) -> Path:
+    """``shipped:<domain>/<file>`` -> the package's copy; any other path unchanged."""
+    text = str(path)
+    if text.startswith(SHIPPED_PREFIX):
+        return SHIPPED_ROOT / text[len(SHIPPED_PREFIX) :]
+    return Path(text)
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> str:
+    decoding = provenance.get("decoding", {})
+    return (
+        f"imaginebench imagine -c configs/imagine_{domain}.yaml --level {provenance['level']} "
+        f"--rollouts {provenance['rollouts_requested']} --seed {provenance['seed']} "
+        f"--decoding.strategy {decoding.get('strategy', 'greedy')} "
+        f"--out imaginebench/datasets/{domain}/{name} --overwrite true"
+    )
+
+
+def write_manifest(directory: str | Path) -> dict[str, Any]:
+    """(Re)write ``MANIFEST.json`` for the ``.h5`` files of ``directory``; return it."""
+    directory = Path(directory)
+    files = {}
+    for path in sorted(directory.glob("*.h5")):
+        dataset = load_dataset(path)
+        provenance = dataset.provenance
+        entry: dict[str, Any] = {
+            "sha256": file_sha256(path),
+            "bytes": path.stat().st_size,
+            "episodes": len(dataset),
+            "transitions": dataset.num_transitions,
+            "success_rate": round(float(dataset.episode_success.mean()), 4),
+            "provenance": provenance,
+        }
+        if provenance.get("generator") == "imaginebench imagine":
+            entry["command"] = _regenerate_command(provenance, dataset.domain, path.name)
+        files[path.name] = entry
+    manifest = {"files": files}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def verify_manifest(directory: str | Path) -> None:
+    """Raise ``ValueError`` if a file is missing or differs from its manifest checksum."""
+    directory = Path(directory)
+    manifest = json.loads((directory / MANIFEST).read_text())
+    for name, entry in manifest["files"].items():
+        path = directory / name
+        if not path.is_file():
+            raise ValueError(f"{path}: listed in {MANIFEST} but missing")
+        if file_sha256(path) != entry["sha256"]:
+            raise ValueError(f"{path}: SHA-256 differs from {MANIFEST}")

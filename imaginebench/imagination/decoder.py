@@ -1,0 +1,235 @@
+"""Imagining rollouts with a grounded LM: batched, KV-cached decoding of state/action slots.
+
+For a batch of (task, instruction, real initial state) triples the prompt and the initial
+state are encoded once; then every step feeds one action slot and one state slot:
+
+    hidden at s_t  -> action head -> a_t (greedy or sampled)  -> feed a_t
+    hidden at a_t  -> state head  -> s_{t+1} (= s_t + change) -> feed s_{t+1}
+
+With the KV cache each feed is a one-position forward pass. ``use_cache=False`` instead re-runs
+the whole sequence for every slot (what the reference implementation does, minus its
+one-step action lag) and yields the same rollouts; it exists for tests and the benchmark.
+A rollout stops when its task's success function holds on the imagined states or at the
+horizon; finished rollouts leave the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from imaginebench.data.dataset import Episode
+from imaginebench.envs.base import EpisodeSpec
+
+Strategy = Literal["greedy", "sample"]
+
+
+@dataclass
+class DecodingConfig:
+    """How actions are chosen while imagining.
+
+    Args:
+        strategy: ``greedy`` (argmax action) or ``sample`` (softmax with ``temperature``).
+            States are always the state head's prediction; continuous actions are always the
+            action head's prediction, clipped to the action bounds.
+        temperature: softmax temperature of sampled discrete actions.
+        batch_size: rollouts decoded together.
+        use_cache: KV-cached decoding (``False``: full re-forward per slot; same result).
+        max_abs_state: a rollout whose state leaves ``[-max_abs_state, max_abs_state]`` (or
+            becomes non-finite) is stopped and discarded as diverged.
+    """
+
+    strategy: Strategy = "greedy"
+    temperature: float = 1.0
+    batch_size: int = 64
+    use_cache: bool = True
+    max_abs_state: float = 100.0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("greedy", "sample"):
+            raise ValueError(f"strategy must be 'greedy' or 'sample', got {self.strategy!r}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+
+@dataclass
+class ImaginedRollout:
+    """One decoded rollout before rewards are attached."""
+
+    spec: EpisodeSpec
+    states: np.ndarray  # (T + 1, D)
+    actions: np.ndarray  # (T,) or (T, A)
+    success: bool
+    diverged: bool
+
+
+class _Sequences:
+    """The growing input of a batch of rollouts: a KV cache, or all embeddings so far."""
+
+    def __init__(self, model: Any, batch: dict[str, Tensor], use_cache: bool) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.use_cache = model, use_cache
+        self.mask = batch["attention_mask"]
+        self.positions = batch["position_ids"]
+        embeds = model.embed(batch)
+        self.cache = DynamicCache() if use_cache else None
+        self.embeds = None if use_cache else embeds
+        hidden, self.cache = model.hidden(
+            embeds, self.mask, self.positions, self.cache, use_cache=use_cache
+        )
+        self.last = hidden[:, -1]
+
+    def feed(self, embed: Tensor) -> Tensor:
+        """Append one slot per row (``embed``: ``(B, H)``); the new last hidden state."""
+        ones = torch.ones_like(self.mask[:, :1])
+        self.mask = torch.cat([self.mask, ones], 1)
+        new_position = self.positions[:, -1:] + 1
+        self.positions = torch.cat([self.positions, new_position], 1)
+        if self.use_cache:
+            hidden, self.cache = self.model.hidden(
+                embed[:, None], self.mask, new_position, self.cache, use_cache=True
+            )
+        else:
+            self.embeds = torch.cat([self.embeds, embed[:, None]], 1)
+            hidden, _ = self.model.hidden(self.embeds, self.mask, self.positions)
+        self.last = hidden[:, -1]
+        return self.last
+
+    def keep(self, rows: Tensor) -> None:
+        """Drop every row not in ``rows`` (finished rollouts)."""
+        self.mask, self.positions, self.last = (
+            self.mask[rows],
+            self.positions[rows],
+            self.last[rows],
+        )
+        if self.use_cache:
+            self.cache.batch_select_indices(rows)
+        else:
+            self.embeds = self.embeds[rows]
+
+
+class Imaginer:
+    """Decodes imaginary rollouts with a fine-tuned :class:`GroundingModule`.
+
+    Args:
+        module: the fine-tuned grounding module (its model, tokenizer and prompts).
+        decoding: decoding settings.
+        seed: seed of sampled decoding.
+    """
+
+    def __init__(self, module: Any, decoding: DecodingConfig | None = None, seed: int = 0) -> None:
+        self.module = module
+        self.model = module.model
+        self.builder = module.builder
+        self.decoding = decoding or DecodingConfig()
+        self.generator = torch.Generator().manual_seed(seed)
+        spec = module.action_spec
+        self.discrete = spec["type"] == "discrete"
+        self.action_low = float(spec.get("low", -1.0))
+        self.action_high = float(spec.get("high", 1.0))
+
+    @torch.no_grad()
+    def imagine(
+        self, specs: list[EpisodeSpec], horizon: int, progress: bool = False
+    ) -> list[ImaginedRollout]:
+        """One rollout per episode spec, at most ``horizon`` steps each (input order kept)."""
+        if horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {horizon}")
+        self.model.eval()
+        size = self.decoding.batch_size
+        out: list[ImaginedRollout] = []
+        batches = range(0, len(specs), size)
+        bar = tqdm(total=len(specs), desc="imagining", unit="rollout", disable=not progress)
+        for start in batches:
+            out += self._batch(specs[start : start + size], horizon)
+            bar.update(len(specs[start : start + size]))
+        bar.close()
+        return out
+
+    def _choose(self, hidden: Tensor) -> Tensor:
+        prediction = self.model.action_logits(hidden)
+        if not self.discrete:
+            return prediction.clamp(self.action_low, self.action_high)
+        if self.decoding.strategy == "greedy":
+            return prediction.argmax(-1)
+        probs = torch.softmax(prediction / self.decoding.temperature, -1)
+        return (
+            torch.multinomial(probs.cpu(), 1, generator=self.generator).squeeze(1).to(hidden.device)
+        )
+
+    def _batch(self, specs: list[EpisodeSpec], horizon: int) -> list[ImaginedRollout]:
+        device = next(self.model.parameters()).device
+        items = [self.builder.rollout_prompt(s.instruction, s.initial_state) for s in specs]
+        batch = {k: v.to(device) for k, v in self.builder.collate(items, "left").items()}
+        seq = _Sequences(self.model, batch, self.decoding.use_cache)
+        n = len(specs)
+        states = [[np.asarray(s.initial_state, dtype=np.float32)] for s in specs]
+        actions: list[list[np.ndarray]] = [[] for _ in specs]
+        success = [False] * n
+        diverged = [False] * n
+        active = torch.arange(n)  # original indices of the rows still in the batch
+        current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
+        for t in range(horizon):
+            action = self._choose(seq.last)
+            hidden = seq.feed(self.model.embed_actions(action))
+            next_state = self.model.next_state(hidden, current)
+            values = next_state.cpu().numpy()
+            chosen = action.cpu().numpy()
+            finished = []
+            for row, index in enumerate(active.tolist()):
+                actions[index].append(chosen[row])
+                states[index].append(values[row])
+                if not np.all(np.isfinite(values[row])) or np.abs(values[row]).max() > (
+                    self.decoding.max_abs_state
+                ):
+                    diverged[index] = True
+                elif specs[index].task.success(np.stack(states[index]))[-1]:
+                    success[index] = True
+                else:
+                    continue
+                finished.append(row)
+            if len(finished) == len(active) or t == horizon - 1:
+                break
+            if finished:
+                rows = torch.as_tensor(
+                    sorted(set(range(len(active))) - set(finished)), dtype=torch.long
+                )
+                active, next_state = active[rows], next_state[rows]
+                seq.keep(rows.to(device))
+            seq.feed(self.model.embed_states(next_state))
+            current = next_state
+        return [
+            ImaginedRollout(
+                spec,
+                np.stack(states[i]).astype(np.float32),
+                np.stack(actions[i]),
+                success[i],
+                diverged[i],
+            )
+            for i, spec in enumerate(specs)
+        ]
+
+
+def to_episode(rollout: ImaginedRollout, rewards: np.ndarray) -> Episode:
+    """An imaginary :class:`Episode` (terminated on success, else truncated)."""
+    spec = rollout.spec
+    return Episode(
+        states=rollout.states,
+        actions=rollout.actions,
+        rewards=np.asarray(rewards, dtype=np.float32),
+        terminated=rollout.success,
+        truncated=not rollout.success,
+        instruction=spec.instruction,
+        task_spec=spec.task.spec(),
+        level=spec.level,
+        source="imaginary",
+        success=rollout.success,
+    )

@@ -1,0 +1,77 @@
+"""Quality of imaginary rollouts (the measures of ImagineBench's Table 2).
+
+* **consistency** — fraction of rollouts that satisfy their own instruction's success function
+  at some step;
+* **transition correctness** — fraction of steps whose state change is physically right for the
+  action taken (the domain's judge, e.g. replaying the step in the simulator);
+* **legality** — fraction of states that are physically possible (the domain's judge).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+from imaginebench.data.dataset import Episode
+from imaginebench.envs import get_domain
+from imaginebench.envs.base import Task
+
+
+@dataclass
+class QualityReport:
+    """Quality measures of one set of rollouts (fractions in [0, 1])."""
+
+    level: str
+    rollouts: int
+    consistency: float
+    transition_correctness: float
+    legality: float
+    mean_length: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def quality_report(domain: str, level: str, episodes: Sequence[Episode]) -> QualityReport:
+    """Judge ``episodes`` (imagined or real) of ``domain`` with its success functions and
+    physics."""
+    if not episodes:
+        raise ValueError("quality_report needs at least one episode")
+    judge = get_domain(domain).make_quality()
+    consistent, correct, legal = [], [], []
+    for ep in episodes:
+        task = Task.from_spec(ep.task_spec)
+        consistent.append(bool(task.success(ep.states)[1:].any()))
+        correct.append(judge.correct_transitions(ep.states, ep.actions))
+        legal.append(judge.legal(ep.states))
+    return QualityReport(
+        level=level,
+        rollouts=len(episodes),
+        consistency=float(np.mean(consistent)),
+        transition_correctness=float(np.concatenate(correct).mean()),
+        legality=float(np.concatenate(legal).mean()),
+        mean_length=float(np.mean([len(ep) for ep in episodes])),
+    )
+
+
+def format_table(reports: Sequence[QualityReport]) -> str:
+    """A Markdown table of reports (percentages)."""
+    lines = [
+        "| level | rollouts | consistency | transition correctness | legality | mean length |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in reports:
+        lines.append(
+            f"| {r.level} | {r.rollouts} | {100 * r.consistency:.1f} % | "
+            f"{100 * r.transition_correctness:.1f} % | {100 * r.legality:.1f} % | "
+            f"{r.mean_length:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def save_reports(reports: Sequence[QualityReport], path: str) -> None:
+    with open(path, "w") as f:
+        json.dump([r.to_dict() for r in reports], f, indent=2)

@@ -1,0 +1,184 @@
+"""GroundedLM: a causal language model with numeric state/action slots (KALM's architecture).
+
+States enter through a linear adapter and actions through an embedding (discrete) or a linear
+adapter (continuous), one position each, into the LM's hidden size; heads read states and
+actions back from the hidden state of the preceding position. Text uses the LM's own embeddings
+and output head. States are standardised with the real data's statistics on both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from imaginebench.modules.grounding.sequences import (
+    ACTION,
+    ACTION_TARGET,
+    STATE,
+    STATE_TARGET,
+    TOKEN_TARGET,
+)
+
+
+def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """Mean of ``values[mask]``; zero (still attached to the graph) when the mask is empty."""
+    if mask.any():
+        return values[mask].mean()
+    return values.sum() * 0.0
+
+
+class GroundedLM(nn.Module):
+    """The LM plus numeric adapters and heads.
+
+    Args:
+        lm: a Hugging Face causal LM (possibly with LoRA layers injected in place).
+        state_dim: size of a state vector.
+        action_spec: the dataset's action spec (discrete ``n`` or continuous ``shape``).
+        residual_states: predict a state as the state it follows plus a predicted change
+            (states with nothing before them, like the first, are predicted absolutely).
+        state_adapter_hidden: hidden width of a two-layer (GELU) state adapter; ``0`` gives
+            KALM's single linear layer. The MLP can form non-linear features of a state (e.g.
+            relative positions) before the LM sees it.
+    """
+
+    def __init__(
+        self,
+        lm: nn.Module,
+        state_dim: int,
+        action_spec: dict[str, Any],
+        residual_states: bool,
+        state_adapter_hidden: int = 0,
+    ) -> None:
+        super().__init__()
+        self.lm = lm
+        self.state_dim = state_dim
+        self.discrete = action_spec["type"] == "discrete"
+        self.residual_states = residual_states
+        hidden = int(lm.get_input_embeddings().embedding_dim)
+        self.hidden_size = hidden
+        if state_adapter_hidden > 0:
+            self.state_in: nn.Module = nn.Sequential(
+                nn.Linear(state_dim, state_adapter_hidden),
+                nn.GELU(),
+                nn.Linear(state_adapter_hidden, hidden),
+            )
+        else:
+            self.state_in = nn.Linear(state_dim, hidden)
+        if self.discrete:
+            self.action_in: nn.Module = nn.Embedding(int(action_spec["n"]), hidden)
+            self.action_out = nn.Linear(hidden, int(action_spec["n"]))
+        else:
+            action_dim = int(torch.tensor(action_spec["shape"]).prod())
+            self.action_in = nn.Linear(action_dim, hidden)
+            self.action_out = nn.Linear(hidden, action_dim)
+        self.state_out = nn.Linear(hidden, state_dim)
+        for adapter in (self.state_in, self.action_in, self.action_out, self.state_out):
+            for layer in adapter.modules():
+                if isinstance(layer, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(layer.weight, std=0.02)
+                    if getattr(layer, "bias", None) is not None:
+                        nn.init.zeros_(layer.bias)
+        self.register_buffer("state_mean", torch.zeros(state_dim))
+        self.register_buffer("state_std", torch.ones(state_dim))
+
+    # -- pieces -------------------------------------------------------------------------------
+    @property
+    def lm_dtype(self) -> torch.dtype:
+        return self.lm.get_input_embeddings().weight.dtype
+
+    def normalize(self, state: Tensor) -> Tensor:
+        return (state - self.state_mean) / self.state_std
+
+    def denormalize(self, state: Tensor) -> Tensor:
+        return state * self.state_std + self.state_mean
+
+    def embed_states(self, state: Tensor) -> Tensor:
+        return self.state_in(self.normalize(state))
+
+    def embed_actions(self, action: Tensor) -> Tensor:
+        return self.action_in(action if self.discrete else action.float())
+
+    def embed(self, batch: dict[str, Tensor]) -> Tensor:
+        """Input embeddings: token embeddings with slot rows replaced by the numbers'."""
+        tokens = self.lm.get_input_embeddings()(batch["input_ids"]).float()
+        kind = batch["kind"].unsqueeze(-1)
+        states = self.embed_states(batch["state"])
+        actions = self.embed_actions(batch["action"])
+        return torch.where(kind == STATE, states, torch.where(kind == ACTION, actions, tokens))
+
+    def hidden(
+        self,
+        embeds: Tensor,
+        attention_mask: Tensor,
+        position_ids: Tensor,
+        cache: Any = None,
+        use_cache: bool = False,
+    ) -> tuple[Tensor, Any]:
+        """Final hidden states (float32) of the LM body for ``embeds`` (and the KV cache)."""
+        out = self.lm.base_model(
+            inputs_embeds=embeds.to(self.lm_dtype),
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=use_cache,
+        )
+        return out.last_hidden_state.float(), out.past_key_values
+
+    def next_state(self, hidden: Tensor, base: Tensor | None) -> Tensor:
+        """Predicted state (data units) from the hidden state before its slot."""
+        change = self.state_out(hidden)
+        if base is None or not self.residual_states:
+            return self.denormalize(change)
+        return self.denormalize(self.normalize(base) + change)
+
+    def action_logits(self, hidden: Tensor) -> Tensor:
+        """Action logits (discrete) or the predicted action (continuous)."""
+        return self.action_out(hidden)
+
+    def token_logits(self, hidden: Tensor) -> Tensor:
+        head = self.lm.get_output_embeddings()
+        return head(hidden.to(head.weight.dtype)).float()
+
+    # -- training -----------------------------------------------------------------------------
+    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Masked state MSE (standardised units), action CE/MSE and token CE of one batch."""
+        hidden, _ = self.hidden(self.embed(batch), batch["attention_mask"], batch["position_ids"])
+        h = hidden[:, :-1]
+        target = batch["target"][:, 1:]
+
+        change = self.state_out(h)
+        base = self.normalize(batch["base"][:, 1:])
+        use_base = batch["has_base"][:, 1:].unsqueeze(-1) & self.residual_states
+        predicted = torch.where(use_base, base + change, change)
+        truth = self.normalize(batch["state"][:, 1:])
+        state_mask = target == STATE_TARGET
+        squared = (predicted - truth).pow(2).mean(-1)
+        out = {"state_mse": masked_mean(squared, state_mask)}
+        with torch.no_grad():  # error in data units, for humans
+            error = (self.denormalize(predicted) - batch["state"][:, 1:]).abs().mean(-1)
+            out["state_mae"] = masked_mean(error, state_mask)
+
+        action_mask = target == ACTION_TARGET
+        prediction = self.action_out(h)
+        actions = batch["action"][:, 1:]
+        if self.discrete:
+            per_position = F.cross_entropy(
+                prediction.flatten(0, 1), actions.flatten(), reduction="none"
+            ).view_as(actions)
+            out["action_ce"] = masked_mean(per_position, action_mask)
+            with torch.no_grad():
+                hit = (prediction.argmax(-1) == actions).float()
+                out["action_accuracy"] = masked_mean(hit, action_mask)
+        else:
+            out["action_mse"] = masked_mean((prediction - actions).pow(2).mean(-1), action_mask)
+
+        token_mask = target == TOKEN_TARGET
+        if token_mask.any():
+            logits = self.token_logits(h[token_mask])
+            out["token_ce"] = F.cross_entropy(logits, batch["input_ids"][:, 1:][token_mask])
+        else:
+            out["token_ce"] = h.sum() * 0.0
+        return out

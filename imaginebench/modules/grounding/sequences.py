@@ -1,0 +1,248 @@
+"""Token sequences with numeric slots, for the four grounding tasks.
+
+A sequence is text tokens interleaved with *slots*: one position per state vector and one per
+action, whose input embeddings the model replaces with projections of the numbers. Every
+position records what it holds (``kind``) and what it is supervised as (``target``: the item at
+position ``p`` is predicted from the hidden state at ``p - 1``). Slot positions are explicit, so
+nothing depends on how a tokenizer splits marker strings.
+
+Tasks (prompt wording is ours; the structure follows KALM):
+
+* ``generation`` (instruction -> rollout): ``<bos> header, instruction, "Trajectory:"`` then
+  ``s0 a0 s1 ... aT-1 sT``; supervised: every state and action.
+* ``dynamics`` ((s, a) -> s'): one transition; supervised: the next state.
+* ``explanation`` (rollout -> instruction): the trajectory, then the instruction's tokens and
+  EOS, supervised as text.
+* ``final_state`` ((instruction, s0) -> sT): supervised: the last state.
+
+States after the first are supervised *relative* to the state they follow (``base``): the
+model predicts the change, which is what the dynamics are about (KALM regresses absolute
+coordinates; ``residual_states=False`` in the model restores that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+TaskKind = Literal["generation", "dynamics", "explanation", "final_state"]
+TASK_KINDS: tuple[TaskKind, ...] = ("generation", "dynamics", "explanation", "final_state")
+
+# position kinds
+TEXT, STATE, ACTION, PAD = 0, 1, 2, 3
+# supervision targets
+NONE, STATE_TARGET, ACTION_TARGET, TOKEN_TARGET = 0, 1, 2, 3
+
+_HEADERS = {
+    "generation": "Turn the instruction into a state/action trajectory.\nInstruction: {}\n"
+    "Trajectory:",
+    "explanation": "Turn the state/action trajectory into an instruction.\nTrajectory:",
+    "dynamics": "Predict how the state changes.\nState:",
+    "final_state": "Predict the final state.\nInstruction: {}\nInitial state:",
+}
+
+
+@dataclass
+class Item:
+    """One sequence before padding (lists of equal length ``L``)."""
+
+    tokens: list[int]
+    kind: list[int]
+    target: list[int]
+    state: list[np.ndarray | None]  # state value at STATE positions
+    action: list[Any]  # action value at ACTION positions
+    base: list[np.ndarray | None]  # base state of STATE targets (None: absolute)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class SequenceBuilder:
+    """Builds :class:`Item` s for the grounding tasks and pads them into batches.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (its BOS/EOS, or CLS/SEP, tokens frame sequences).
+        state_dim: size of a state.
+        action_shape: ``()`` for discrete actions, ``(A,)`` for continuous ones.
+    """
+
+    def __init__(self, tokenizer: Any, state_dim: int, action_shape: tuple[int, ...]) -> None:
+        self.tokenizer = tokenizer
+        self.state_dim = state_dim
+        self.action_shape = tuple(action_shape)
+        self.bos = _first_id(tokenizer, "bos_token_id", "cls_token_id")
+        self.eos = _first_id(tokenizer, "eos_token_id", "sep_token_id")
+        if self.eos is None:
+            raise ValueError("the tokenizer has neither an EOS nor a SEP token")
+        pad = tokenizer.pad_token_id
+        self.pad = int(pad if pad is not None else self.eos)
+        self._cache: dict[str, list[int]] = {}
+
+    # -- pieces -------------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without special tokens (cached per string)."""
+        ids = self._cache.get(text)
+        if ids is None:
+            ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            self._cache[text] = ids
+        return ids
+
+    def _new(self) -> Item:
+        item = Item([], [], [], [], [], [])
+        if self.bos is not None:
+            self._text(item, [self.bos], supervised=False)
+        return item
+
+    def _text(self, item: Item, ids: Sequence[int], supervised: bool) -> None:
+        n = len(ids)
+        item.tokens += list(ids)
+        item.kind += [TEXT] * n
+        item.target += [TOKEN_TARGET if supervised else NONE] * n
+        item.state += [None] * n
+        item.action += [None] * n
+        item.base += [None] * n
+
+    def _state(self, item: Item, state: np.ndarray, supervised: bool, base: Any = None) -> None:
+        item.tokens.append(self.pad)
+        item.kind.append(STATE)
+        item.target.append(STATE_TARGET if supervised else NONE)
+        item.state.append(state)
+        item.action.append(None)
+        item.base.append(base)
+
+    def _action(self, item: Item, action: Any, supervised: bool) -> None:
+        item.tokens.append(self.pad)
+        item.kind.append(ACTION)
+        item.target.append(ACTION_TARGET if supervised else NONE)
+        item.state.append(None)
+        item.action.append(action)
+        item.base.append(None)
+
+    def _trajectory(
+        self, item: Item, states: np.ndarray, actions: np.ndarray, supervised: bool
+    ) -> None:
+        self._state(item, states[0], supervised)
+        for t in range(len(actions)):
+            self._action(item, actions[t], supervised)
+            self._state(item, states[t + 1], supervised, base=states[t])
+
+    # -- tasks --------------------------------------------------------------------------------
+    def prompt(self, instruction: str) -> Item:
+        """The generation prompt up to ``Trajectory:`` (imagination continues from here)."""
+        item = self._new()
+        self._text(item, self.encode(_HEADERS["generation"].format(instruction)), False)
+        return item
+
+    def rollout_prompt(self, instruction: str, initial_state: np.ndarray) -> Item:
+        """The generation prompt followed by the initial state's slot (decoding starts here)."""
+        item = self.prompt(instruction)
+        self._state(item, initial_state, False)
+        return item
+
+    def generation(self, instruction: str, states: np.ndarray, actions: np.ndarray) -> Item:
+        item = self.prompt(instruction)
+        self._trajectory(item, states, actions, supervised=True)
+        return item
+
+    def explanation(self, instruction: str, states: np.ndarray, actions: np.ndarray) -> Item:
+        item = self._new()
+        self._text(item, self.encode(_HEADERS["explanation"]), False)
+        self._trajectory(item, states, actions, supervised=False)
+        self._text(item, self.encode("\nInstruction:"), False)
+        self._text(item, [*self.encode(" " + instruction), self.eos], True)
+        return item
+
+    def dynamics(self, state: np.ndarray, action: Any, next_state: np.ndarray) -> Item:
+        item = self._new()
+        self._text(item, self.encode(_HEADERS["dynamics"]), False)
+        self._state(item, state, False)
+        self._text(item, self.encode(" Action:"), False)
+        self._action(item, action, False)
+        self._text(item, self.encode(" Next state:"), False)
+        self._state(item, next_state, True, base=state)
+        return item
+
+    def final_state(self, instruction: str, first: np.ndarray, last: np.ndarray) -> Item:
+        item = self._new()
+        self._text(item, self.encode(_HEADERS["final_state"].format(instruction)), False)
+        self._state(item, first, False)
+        self._text(item, self.encode(" Final state:"), False)
+        self._state(item, last, True, base=first)
+        return item
+
+    # -- batching -----------------------------------------------------------------------------
+    def collate(self, items: Sequence[Item], padding_side: Literal["right", "left"] = "right"):
+        """Pad ``items`` into a dict of tensors (all ``(B, L, ...)``).
+
+        Keys: ``input_ids``, ``kind``, ``target``, ``state``, ``base``, ``has_base``,
+        ``action``, ``attention_mask``, ``position_ids`` (0-based over the real positions, so
+        left and right padding give every real position the same index).
+        """
+        b, length = len(items), max(len(i) for i in items)
+        discrete = self.action_shape == ()
+        out = {
+            "input_ids": torch.full((b, length), self.pad, dtype=torch.long),
+            "kind": torch.full((b, length), PAD, dtype=torch.long),
+            "target": torch.full((b, length), NONE, dtype=torch.long),
+            "state": torch.zeros(b, length, self.state_dim),
+            "base": torch.zeros(b, length, self.state_dim),
+            "has_base": torch.zeros(b, length, dtype=torch.bool),
+            "action": torch.zeros((b, length, *self.action_shape), dtype=torch.long)
+            if discrete
+            else torch.zeros(b, length, *self.action_shape),
+            "attention_mask": torch.zeros(b, length, dtype=torch.long),
+        }
+        for row, item in enumerate(items):
+            n = len(item)
+            cols = slice(0, n) if padding_side == "right" else slice(length - n, length)
+            start = cols.start
+            out["input_ids"][row, cols] = torch.tensor(item.tokens)
+            out["kind"][row, cols] = torch.tensor(item.kind)
+            out["target"][row, cols] = torch.tensor(item.target)
+            out["attention_mask"][row, cols] = 1
+            for p, (s, a, base) in enumerate(zip(item.state, item.action, item.base)):
+                if s is not None:
+                    out["state"][row, start + p] = torch.as_tensor(s)
+                if a is not None:
+                    out["action"][row, start + p] = torch.as_tensor(a)
+                if base is not None:
+                    out["base"][row, start + p] = torch.as_tensor(base)
+                    out["has_base"][row, start + p] = True
+        out["position_ids"] = (out["attention_mask"].cumsum(1) - 1).clamp_min(0)
+        return out
+
+
+def _first_id(tokenizer: Any, *names: str) -> int | None:
+    for name in names:
+        value = getattr(tokenizer, name, None)
+        if value is not None:
+            return int(value)
+    return None
+
+
+def build_item(
+    builder: SequenceBuilder,
+    kind: TaskKind,
+    instruction: str,
+    states: np.ndarray,
+    actions: np.ndarray,
+    step: int,
+) -> Item:
+    """The ``kind`` task's item for one episode (``step`` picks the dynamics transition)."""
+    if kind == "generation":
+        return builder.generation(instruction, states, actions)
+    if kind == "explanation":
+        return builder.explanation(instruction, states, actions)
+    if kind == "dynamics":
+        return builder.dynamics(states[step], actions[step], states[step + 1])
+    if kind == "final_state":
+        return builder.final_state(instruction, states[0], states[-1])
+    raise ValueError(f"unknown grounding task {kind!r}; known: {', '.join(TASK_KINDS)}")
+
+
+def to_device(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
+    return {k: v.to(device) for k, v in batch.items()}

