@@ -68,6 +68,7 @@ def imagine_level(
     if rollouts < 1:
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
     module = GroundingModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
+    module.merge_lora()  # inference only: one matmul per projection instead of three
     env = make(domain, level).unwrapped
     horizon = horizon or int(env.max_episode_steps)
     action_spec = action_spec_of(env.action_space)

@@ -237,6 +237,23 @@ class GroundingModule(L.LightningModule):
     def frozen_base_is_pretrained(self) -> bool:
         return self.lora is not None and self.hparams.get("lm_config") is None
 
+    def merge_lora(self) -> None:
+        """Fold the LoRA updates into the base weights (faster inference; training must
+        ``unmerge_lora`` first). No-op without LoRA."""
+        for layer in self._lora_layers():
+            if not layer.merged:
+                layer.merge()
+
+    def unmerge_lora(self) -> None:
+        for layer in self._lora_layers():
+            if layer.merged:
+                layer.unmerge()
+
+    def _lora_layers(self) -> list[Any]:
+        from peft.tuners.lora import LoraLayer
+
+        return [m for m in self.model.lm.modules() if isinstance(m, LoraLayer)]
+
     def trainable_parameters(self) -> tuple[int, int]:
         """(trained, total) parameter counts."""
         total = sum(p.numel() for p in self.model.parameters())

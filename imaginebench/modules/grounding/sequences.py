@@ -9,7 +9,7 @@ nothing depends on how a tokenizer splits marker strings.
 Tasks (prompt wording is ours; the structure follows KALM):
 
 * ``generation`` (instruction -> rollout): ``<bos> header, instruction, "Trajectory:"`` then
-  ``s0 a0 s1 ... aT-1 sT``; supervised: every state and action.
+  ``s0 a0 s1 ... aT-1 sT``; supervised: every action and every state after ``s0``.
 * ``dynamics`` ((s, a) -> s'): one transition; supervised: the next state.
 * ``explanation`` (rollout -> instruction): the trajectory, then the instruction's tokens and
   EOS, supervised as text.
@@ -125,7 +125,11 @@ class SequenceBuilder:
     def _trajectory(
         self, item: Item, states: np.ndarray, actions: np.ndarray, supervised: bool
     ) -> None:
-        self._state(item, states[0], supervised)
+        # The first state is never a target: initial states are drawn independently of the
+        # instruction, so predicting one from text is pure noise (and imagination starts from a
+        # real one). KALM regressed it anyway; its large, unlearnable error swamps the
+        # state head's gradient from the transitions.
+        self._state(item, states[0], False)
         for t in range(len(actions)):
             self._action(item, actions[t], supervised)
             self._state(item, states[t + 1], supervised, base=states[t])
