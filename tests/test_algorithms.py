@@ -1,14 +1,30 @@
 """Offline RL algorithms: they learn on CLEVR, discount correctly, and their continuous
 variants behave as their papers say on small synthetic problems."""
 
+import math
+
 import lightning as L
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
+from helpers import random_batch
 
 from imaginebench.callbacks.evaluation import evaluate_level
 from imaginebench.datamodules import RealImaginaryDataModule
-from imaginebench.modules.offline import BC, CQL, DiscreteBC, DiscreteCQL
+from imaginebench.modules.offline import (
+    BC,
+    BCQ,
+    COMBO,
+    CQL,
+    IQL,
+    PRDC,
+    SAC,
+    TD3BC,
+    DiscreteBC,
+    DiscreteBCQ,
+    DiscreteCQL,
+)
 
 EVAL_EPISODES = 150
 HORIZON = 10  # a short horizon: random pushing stumbles onto a third of the goals in 50 steps
@@ -69,20 +85,6 @@ def test_policy_learns_clevr_train_level(clevr_data, chance, module_cls, steps, 
     assert result.ci95[0] >= chance + 0.08, (module_cls.__name__, result, chance)
 
 
-def _batch(n=8, state_dim=3, emb=384, discrete=True):
-    g = torch.Generator().manual_seed(0)
-    return {
-        "state": torch.randn(n, state_dim, generator=g),
-        "next_state": torch.randn(n, state_dim, generator=g),
-        "instruction": torch.randn(n, emb, generator=g),
-        "action": torch.randint(0, 4, (n,), generator=g)
-        if discrete
-        else torch.rand(n, 2, generator=g) * 2 - 1,
-        "reward": torch.randn(n, generator=g),
-        "done": torch.tensor([True, False] * (n // 2)),
-    }
-
-
 @pytest.mark.parametrize("bug", [False, True])
 def test_discrete_cql_discounting(bug):
     """gamma multiplies the bootstrap of non-terminal transitions; the original's gamma = 1
@@ -94,7 +96,7 @@ def test_discrete_cql_discounting(bug):
         alpha=0.0,
         undiscounted_td_bug=bug,
     )
-    batch = _batch()
+    batch = random_batch()
     with torch.no_grad():
         for p in m.q.parameters():
             p.zero_()
@@ -110,7 +112,7 @@ def test_discrete_cql_discounting(bug):
 def test_discrete_cql_conservative_term_pushes_down_unseen_actions():
     m = DiscreteCQL(state_dim=3, action_spec={"type": "discrete", "n": 4}, alpha=1.0, lr=1e-2)
     opt = torch.optim.Adam(m.q.parameters(), lr=1e-2)
-    batch = _batch(n=64)
+    batch = random_batch(n=64)
     batch["action"] = torch.zeros(64, dtype=torch.long)  # the data only ever takes action 0
     batch["reward"] = torch.zeros(64)
     for _ in range(200):
@@ -125,7 +127,7 @@ def test_discrete_cql_conservative_term_pushes_down_unseen_actions():
 def test_continuous_bc_regresses_the_data_actions():
     m = BC(state_dim=3, action_spec={"type": "continuous", "shape": [2], "low": -2.0, "high": 2.0})
     opt = torch.optim.Adam(m.parameters(), lr=3e-3)
-    batch = _batch(n=128, discrete=False)
+    batch = random_batch(n=128, discrete=False)
     batch["action"] = 1.5 * torch.tanh(batch["state"][:, :2])  # in [-1.5, 1.5]
     for _ in range(300):
         loss = m.losses(batch)["loss"]
@@ -140,7 +142,7 @@ def test_continuous_cql_is_conservative_and_updates_every_part():
     spec = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
     m = CQL(state_dim=3, action_spec=spec, conservative_weight=5.0, seed=0)
     opt = torch.optim.Adam(m.param_groups(), lr=1e-3)
-    batch = _batch(n=64, discrete=False)
+    batch = random_batch(n=64, discrete=False)
     batch["action"] = torch.full((64, 2), 0.5)
     before = {k: v.clone() for k, v in m.state_dict().items()}
     for _ in range(150):
@@ -165,23 +167,12 @@ def test_continuous_cql_is_conservative_and_updates_every_part():
 def test_continuous_cql_actor_loss_does_not_move_critics():
     spec = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
     m = CQL(state_dim=3, action_spec=spec)
-    batch = _batch(n=16, discrete=False)
-    terms = m.losses(batch)
-    grads = torch.autograd.grad(
-        terms["actor"].requires_grad_()
-        if False
-        else (m.log_temperature.exp().detach() * 0 + terms["loss"]),
-        list(m.critics.parameters()),
-        allow_unused=True,
-    )
-    assert all(g is not None for g in grads)  # the critic loss does reach the critics
-    # ...but the policy-improvement term alone does not:
-    pi, log_pi = m.sample(batch["state"], batch["instruction"])
-    from imaginebench.modules.offline.base import frozen
-
-    q_pi = frozen(m.critics[0], batch["state"], batch["instruction"], pi)
-    grads = torch.autograd.grad(q_pi.sum(), list(m.critics.parameters()), allow_unused=True)
-    assert all(g is None for g in grads)
+    terms = m.losses(random_batch(n=16, discrete=False))
+    critics = list(m.critics.parameters())
+    total = torch.autograd.grad(terms["loss"], critics, retain_graph=True, allow_unused=True)
+    assert all(g is not None for g in total)  # the critic loss does reach the critics
+    actor_only = torch.autograd.grad(terms["actor"], critics, allow_unused=True)
+    assert all(g is None for g in actor_only)  # ...but the policy-improvement term does not
 
 
 def test_act_validates_inputs(clevr_data):
@@ -194,3 +185,186 @@ def test_act_validates_inputs(clevr_data):
         m.act(np.zeros((2, 10)), ["only one"])
     with pytest.raises(ValueError, match="needs a continuous"):
         BC(state_dim=10, action_spec={"type": "discrete", "n": 40})
+
+
+# ------------------------------------------------------------------ BCQ, TD3+BC, IQL, PRDC, COMBO
+
+CONTINUOUS = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
+
+
+@pytest.fixture
+def one_thread():
+    """Small networks: one intra-op thread is faster, and robust to a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_discrete_bcq_never_chooses_actions_the_generative_model_rules_out():
+    """Q prefers action 3, but the data (G) only ever takes action 0: with the threshold the
+    policy and the bootstrap stay on action 0; without it they take action 3."""
+    batch = random_batch(n=16)
+    for threshold, best in ((0.3, 0), (0.0, 3)):
+        m = DiscreteBCQ(
+            state_dim=3, action_spec={"type": "discrete", "n": 4}, threshold=threshold, gamma=0.5
+        )
+        with torch.no_grad():
+            for net in (m.q, m.imitation):
+                for p in net.parameters():
+                    p.zero_()
+            m.q.out.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 10.0]))
+            m.q_target.load_state_dict(m.q.state_dict())
+            m.imitation.out.bias.copy_(torch.tensor([5.0, 0.0, 0.0, 0.0]))  # ratio e^-5 < 0.3
+        assert (m.policy(batch["state"], batch["instruction"]) == best).all()
+        q_data = m.q.out.bias[batch["action"]].detach()
+        target = batch["reward"] + 0.5 * (~batch["done"]).float() * m.q.out.bias[best].detach()
+        assert torch.allclose(m.losses(batch)["td_loss"], F.smooth_l1_loss(q_data, target))
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_bcq_perturbation_stays_within_phi_of_the_generated_action():
+    m = BCQ(state_dim=3, action_spec=CONTINUOUS, phi=0.05)
+    batch = random_batch(n=64, discrete=False)
+    with torch.no_grad():
+        for p in m.actor.parameters():
+            p.normal_(0, 3.0)  # saturate tanh: perturbations at the edge of the range
+        a = torch.rand(64, 2) * 1.8 - 0.9
+        moved = m.actor(batch["state"], batch["instruction"], a) - a
+    assert moved.abs().max() <= 0.05 + 1e-6 and moved.abs().max() > 0.04
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_td3bc_updates_actor_and_targets_every_policy_freq_steps():
+    """Critics change every step; the actor and both targets only on steps 0, 2, 4, ..."""
+    from helpers import LEFT, RIGHT, LineTask, TaskDataModule, trainer
+
+    task = LineTask(discrete=False)
+    dm = TaskDataModule(task.dataset(LEFT[:1] + RIGHT[:1], 20, seed=0), batch_size=16)
+    m = TD3BC(state_dim=3, action_spec=task.action_spec, hidden=(16, 16), policy_freq=2)
+    changes = []
+
+    class Watch(L.Callback):
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.before = {k: v.clone() for k, v in module.state_dict().items()}
+
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            after = module.state_dict()
+            changed = {k.split(".")[0] for k in after if not torch.equal(after[k], self.before[k])}
+            changes.append(changed)
+
+    trainer(5, callbacks=[Watch()]).fit(m, dm)
+    everything = {"actor", "actor_target", "critics", "critics_target"}
+    assert changes == [everything, {"critics"}, everything, {"critics"}, everything]
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_expectile_loss_is_minimised_by_the_expectile():
+    from imaginebench.modules.offline.common import expectile_loss
+
+    samples = torch.tensor([0.0, 1.0])
+    grid = torch.linspace(0, 1, 1001)
+    losses = torch.stack([expectile_loss(samples - v, 0.7) for v in grid])
+    # 0.7 (1 - v) = 0.3 v  =>  v = 0.7; tau = 0.5 is the mean
+    assert abs(float(grid[losses.argmin()]) - 0.7) < 2e-3
+    losses = torch.stack([expectile_loss(samples - v, 0.5) for v in grid])
+    assert abs(float(grid[losses.argmin()]) - 0.5) < 2e-3
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_iql_actor_weights_data_actions_by_their_clipped_exponentiated_advantage():
+    batch = random_batch(n=32, discrete=False)
+    for q, weight in ((1.0, math.exp(3.0)), (2.0, 100.0)):  # exp(3 * 2) > 100: clipped
+        m = IQL(state_dim=3, action_spec=CONTINUOUS, beta=3.0, max_weight=100.0)
+        with torch.no_grad():
+            for net in m.critics_target:
+                for p in net.parameters():
+                    p.zero_()
+                net.out.bias.fill_(q)  # Q'(s, a) = q
+            for p in m.value.parameters():
+                p.zero_()  # V(s) = 0: advantage q everywhere
+        terms = m.losses(batch)
+        assert torch.allclose(terms["weight"], torch.tensor(weight))
+        log_prob = m.actor.log_prob(batch["state"], batch["instruction"], batch["action"])
+        assert torch.allclose(terms["actor_loss"], -(weight * log_prob).mean())
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_prdc_neighbours_match_brute_force_within_each_instruction():
+    m = PRDC(state_dim=3, action_spec=CONTINUOUS, beta=2.0)
+    g = torch.Generator().manual_seed(0)
+    states, actions = torch.randn(300, 3, generator=g), torch.rand(300, 2, generator=g) * 2 - 1
+    ids = torch.randint(0, 3, (300,), generator=g)
+    m.build_index(states, actions, ids)
+    qs, qa = torch.randn(50, 3, generator=g), torch.rand(50, 2, generator=g) * 2 - 1
+    q_ids = torch.randint(0, 3, (50,), generator=g)
+    found = m.nearest_actions(qs, qa, q_ids)
+    keys, queries = torch.cat([2 * states, actions], 1), torch.cat([2 * qs, qa], 1)
+    for i in range(50):
+        same = (ids == q_ids[i]).nonzero().flatten()
+        best = same[torch.cdist(queries[i : i + 1], keys[same]).argmin()]
+        assert torch.equal(found[i], actions[best])
+    # a much closer pair under another instruction is never chosen
+    m.build_index(torch.zeros(2, 3), torch.tensor([[0.9, 0.9], [-0.9, -0.9]]), torch.tensor([0, 1]))
+    near_other = m.nearest_actions(
+        torch.zeros(1, 3), torch.tensor([[-0.9, -0.9]]), torch.tensor([0])
+    )
+    assert torch.equal(near_other, torch.tensor([[0.9, 0.9]]))
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_combo_model_phase_learns_the_dynamics_and_rollouts_fill_half_the_batch():
+    from helpers import LEFT, RIGHT, LineTask, TaskDataModule, trainer
+
+    from imaginebench.modules.offline.common import dataset_transitions
+
+    L.seed_everything(0)
+    task = LineTask(discrete=False)
+    dm = TaskDataModule(task.dataset(LEFT[:2] + RIGHT[:2], 300, seed=0), batch_size=64)
+    m = COMBO(
+        state_dim=3,
+        action_spec=task.action_spec,
+        hidden=(64, 64),
+        ensemble_size=3,
+        num_elites=2,
+        model_max_steps=400,
+        model_eval_every=50,
+        rollout_batch_size=100,
+        rollout_length=3,
+    )
+    trainer(2).fit(m, dm)
+    assert bool(m.model_trained) and 0 < m.model_size <= 300
+    data = dataset_transitions(dm)
+    s, s2 = m.normalize(data["state"]), m.normalize(data["next_state"])
+    a = m.to_unit(data["action"])
+    target = torch.stack([(s2 - s)[:, 0], data["reward"]], 1)  # position and reward
+    with torch.no_grad():
+        pred = m.dynamics(int(m.elites[0]), s, m.train_embeddings[data["instruction_id"]], a)[0]
+    residual = ((pred[:, [0, -1]] - target) ** 2).mean(0)
+    assert (residual < 0.1 * target.var(0)).all(), (residual, target.var(0))  # R^2 > 0.9
+    rows = m.model_buffer["state"][: m.model_size]
+    assert (rows >= m.state_low).all() and (rows <= m.state_high).all()
+    batch = dm.batches(0).batch(0)
+    assert float(m.losses(m.prepare(batch))["model_fraction"]) == 0.5
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_row_draws_are_slices_of_the_global_batch_under_ddp():
+    """With W ranks each rank keeps its slice of the draws for the global batch (so DDP with
+    batch b samples like one process with batch W b); other draws are equal on every rank."""
+    from types import SimpleNamespace
+
+    m = SAC(state_dim=3, action_spec=CONTINUOUS)
+    m.seed_sampling(7)
+    whole = m.normal((8, 2), torch.device("cpu"), split=True)
+    common = m.uniform((3,), torch.device("cpu"))
+    parts, shared = [], []
+    for rank in range(2):
+        m.seed_sampling(7)
+        m._trainer = SimpleNamespace(world_size=2, global_rank=rank)
+        parts.append(m.normal((4, 2), torch.device("cpu"), split=True))
+        shared.append(m.uniform((3,), torch.device("cpu")))
+    m._trainer = None
+    assert torch.equal(torch.cat(parts), whole)
+    assert torch.equal(shared[0], shared[1]) and torch.equal(shared[0], common)

@@ -152,7 +152,7 @@ def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
     def fit(name, devices, batch):
         small = _small_config(config, tmp_path / name, real_path)
         cfg = yaml.safe_load(small.read_text())
-        cfg["data"]["batch_size"] = batch
+        cfg["data"]["init_args"]["batch_size"] = batch
         cfg["trainer"].update(devices=devices, strategy="ddp" if devices > 1 else "auto")
         for cb in cfg["trainer"]["callbacks"]:  # rank-0 evaluation mid-run and after fit
             if cb["class_path"].endswith("SuccessRateEvaluation"):

@@ -8,15 +8,19 @@ and the backbone settings) and implements two methods:
   (see :func:`frozen`), so one backward pass and one optimizer step do the whole update.
 * ``policy(state, instruction) -> action`` — the greedy / deterministic action for evaluation.
 
-and may override ``param_groups`` (per-network learning rates) and ``after_update`` (target
-networks). The base class handles manual optimisation, instruction embeddings, state
-normalisation, logging and :meth:`act` for evaluation.
+and may override ``param_groups`` (per-network learning rates), ``after_update`` (target
+networks) and ``on_fit_data`` (work on the whole dataset before the first update, e.g. a
+nearest-neighbour index or a dynamics model). ``loss_parts`` declares which top-level submodules
+each loss term may train; the conformance tests check it. The base class handles manual
+optimisation, instruction embeddings, state normalisation, logging and :meth:`act` for
+evaluation.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import lightning as L
 import numpy as np
@@ -25,6 +29,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from imaginebench.modules.backbone import DEFAULT_ENCODER, InstructionBank, Pooling
+
+LossParts = dict[str, tuple[str, ...]]  # loss term -> top-level submodules it may train
 
 
 def frozen(module: nn.Module, *args: Any) -> Any:
@@ -62,6 +68,9 @@ class OfflineRLModule(L.LightningModule):
 
     discrete: bool | None = None  # set by subclasses that support only one action type
     uses_next_state: bool = True  # False skips normalising next states (e.g. BC)
+    # Terms of ``losses()`` that sum to ``"loss"``, each with the top-level submodules (or
+    # parameters) it may train: ``{"actor_loss": ("actor",), "critic_loss": ("critics",)}``.
+    loss_parts: ClassVar[LossParts] = {}
 
     def __init__(
         self,
@@ -120,6 +129,10 @@ class OfflineRLModule(L.LightningModule):
     def after_update(self) -> None:
         """Called after each optimizer step (e.g. target network updates)."""
 
+    def on_fit_data(self, datamodule: Any) -> None:
+        """Called once at the start of ``fit`` with the set-up data module, after any checkpoint
+        is restored and the instruction embeddings are built (default: nothing)."""
+
     # -- shared machinery -----------------------------------------------------------------------
     @property
     def embedding_dim(self) -> int:
@@ -153,6 +166,9 @@ class OfflineRLModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         self.train_embeddings = self.embed(self.data_to_bank)
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None:
+            self.on_fit_data(datamodule)
 
     def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Normalise states and look up instruction embeddings (once per unique instruction)."""

@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor
 
 from imaginebench.modules.backbone import DeterministicHead, DiscreteHead, StateInstructionEncoder
-from imaginebench.modules.offline.base import OfflineRLModule
+from imaginebench.modules.offline.base import LossParts, OfflineRLModule
 
 
 class DiscreteBC(OfflineRLModule):
@@ -28,6 +28,7 @@ class DiscreteBC(OfflineRLModule):
 
     discrete = True
     uses_next_state = False
+    loss_parts: ClassVar[LossParts] = {"loss": ("logits",)}
 
     def __init__(
         self, *args: Any, lr: float = 1e-3, logit_penalty: float = 0.0, **kwargs: Any
@@ -64,6 +65,7 @@ class BC(OfflineRLModule):
 
     discrete = False
     uses_next_state = False
+    loss_parts: ClassVar[LossParts] = {"loss": ("actor",)}
 
     def __init__(self, *args: Any, lr: float = 1e-3, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

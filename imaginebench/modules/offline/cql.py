@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +27,7 @@ from imaginebench.modules.backbone import (
     GaussianHead,
     StateInstructionEncoder,
 )
-from imaginebench.modules.offline.base import OfflineRLModule, frozen, soft_update
+from imaginebench.modules.offline.base import LossParts, OfflineRLModule, frozen, soft_update
 
 
 class DiscreteCQL(OfflineRLModule):
@@ -45,6 +45,7 @@ class DiscreteCQL(OfflineRLModule):
     """
 
     discrete = True
+    loss_parts: ClassVar[LossParts] = {"loss": ("q",)}
 
     def __init__(
         self,
@@ -116,6 +117,11 @@ class CQL(OfflineRLModule):
     """
 
     discrete = False
+    loss_parts: ClassVar[LossParts] = {
+        "actor": ("actor",),
+        "temperature_loss": ("log_temperature",),
+        "critic_loss": ("critics",),
+    }
 
     def __init__(
         self,
@@ -197,7 +203,7 @@ class CQL(OfflineRLModule):
             target = batch["reward"] + discount * (q_next - temperature * log_a2)
 
             # Actions for the logsumexp: uniform, and the policy's at s and at s'.
-            rep = lambda x: x.repeat_interleave(k, dim=0)  # noqa: E731
+            rep = lambda x: x.repeat_interleave(k, dim=0)
             s_k, s2_k, instr_k = rep(s), rep(s2), rep(instr)
             uniform = (
                 torch.rand((n * k, self.action_dim), generator=self.generator).to(s.device) * 2 - 1
@@ -223,7 +229,9 @@ class CQL(OfflineRLModule):
         loss = actor_loss + temperature_loss + critic_loss + self.conservative_weight * conservative
         return {
             "loss": loss,
-            "actor": actor_loss.detach(),
+            "actor": actor_loss,
+            "temperature_loss": temperature_loss,
+            "critic_loss": critic_loss + self.conservative_weight * conservative,
             "critic": critic_loss.detach(),
             "conservative": conservative.detach(),
             "temperature": temperature,

@@ -1,0 +1,242 @@
+"""Shared test helpers: a quiet CPU trainer, random loss batches, and small synthetic
+language-conditioned tasks with a known optimum plus a data module serving their datasets the way
+:class:`~imaginebench.datamodules.RealImaginaryDataModule` serves CLEVR's.
+
+The tasks: on a line, the instruction ("go left" / "head right" / ...) alone decides whether
+the agent must walk left or right; the state holds the position and two distractor features
+redrawn every step. Actions: discrete ``0`` left / ``1`` right / ``2`` stay, or continuous
+``a in [-2, 2]^2`` whose first entry moves the agent by ``a / 4`` (the second does nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from imaginebench.data.format import Episode, RolloutDataset
+from imaginebench.datamodules.buffer import TransitionBuffer
+from imaginebench.datamodules.real_imaginary import MixedBatches
+
+LEFT = ("go left", "walk to the left", "head left", "move leftwards")
+RIGHT = ("go right", "walk to the right", "head right", "move rightwards")
+
+
+def trainer(steps: int, **kwargs: Any) -> L.Trainer:
+    """A silent CPU trainer for ``steps`` updates (no logger or checkpoints unless given)."""
+    kwargs.setdefault("logger", False)
+    kwargs.setdefault("enable_checkpointing", False)
+    return L.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **kwargs,
+    )
+
+
+def random_batch(
+    n: int = 8, state_dim: int = 3, emb: int = 384, discrete: bool = True, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """A prepared-looking batch (normalised states, embeddings) of random values."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "state": torch.randn(n, state_dim, generator=g),
+        "next_state": torch.randn(n, state_dim, generator=g),
+        "instruction": torch.randn(n, emb, generator=g),
+        "action": torch.randint(0, 4, (n,), generator=g)
+        if discrete
+        else torch.rand(n, 2, generator=g) * 2 - 1,
+        "reward": torch.randn(n, generator=g),
+        "done": torch.tensor([True, False] * (n // 2)),
+    }
+
+
+@dataclass(frozen=True)
+class LineTask:
+    """Walk to the end of a line named by the instruction.
+
+    Discrete: positions ``-2..2`` from 0; reward 1 and termination at the instructed end, 0 and
+    termination at the other one. Continuous: position from ``U(-0.2, 0.2)``, reward the
+    progress in the instructed direction, termination (success) at distance 1 from the origin.
+    Episodes are cut after ``horizon`` steps. The optimum succeeds every time (2 or 3 steps).
+    """
+
+    discrete: bool
+    horizon: int = 5
+
+    @property
+    def action_spec(self) -> dict[str, Any]:
+        if self.discrete:
+            return {"type": "discrete", "n": 3}
+        return {"type": "continuous", "shape": [2], "low": -2.0, "high": 2.0}
+
+    @property
+    def state_dim(self) -> int:
+        return 3
+
+    def observe(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        scale = 0.5 if self.discrete else 1.0
+        noise = rng.normal(size=(len(x), 2))
+        return np.concatenate([scale * x[:, None], noise], axis=1).astype(np.float32)
+
+    def reset(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return np.zeros(n) if self.discrete else rng.uniform(-0.2, 0.2, size=n)
+
+    def step(
+        self, x: np.ndarray, action: np.ndarray, direction: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(x', reward, success, terminated)`` for directions ``-1`` (left) / ``+1``."""
+        if self.discrete:
+            move = np.array([-1.0, 1.0, 0.0])[np.asarray(action, dtype=np.int64)]
+            x2 = x + move
+            success = x2 * direction >= 2
+            return x2, success.astype(np.float32), success, np.abs(x2) >= 2
+        x2 = np.clip(x + 0.25 * np.clip(action[:, 0], -2, 2), -1.5, 1.5)
+        success = x2 * direction >= 1
+        return x2, ((x2 - x) * direction).astype(np.float32), success, success
+
+    def behaviour(
+        self, direction: np.ndarray, rng: np.random.Generator, expert: float
+    ) -> np.ndarray:
+        """The data's actions: the right move with probability ``expert``, else random."""
+        n = len(direction)
+        good = rng.random(n) < expert
+        if self.discrete:
+            return np.where(good, (direction > 0).astype(np.int64), rng.integers(0, 3, size=n))
+        action = rng.uniform(-2, 2, size=(n, 2))
+        action[good, 0] = np.clip(2 * direction[good] + rng.normal(0, 0.4, good.sum()), -2, 2)
+        return action.astype(np.float32)
+
+    def dataset(
+        self,
+        instructions: Sequence[str],
+        episodes: int,
+        seed: int,
+        expert: float = 0.6,
+        source: str = "real",
+    ) -> RolloutDataset:
+        rng = np.random.default_rng(seed)
+        out = []
+        for i in range(episodes):
+            instruction = instructions[i % len(instructions)]
+            direction = np.array([-1.0 if instruction in LEFT else 1.0])
+            x = self.reset(1, rng)
+            states, actions, rewards = [self.observe(x, rng)[0]], [], []
+            success = terminated = False
+            for _ in range(self.horizon):
+                action = self.behaviour(direction, rng, expert)
+                x, reward, won, ended = self.step(x, action, direction)
+                states.append(self.observe(x, rng)[0])
+                actions.append(action[0])
+                rewards.append(float(reward[0]))
+                success, terminated = bool(won[0]), bool(ended[0])
+                if terminated:
+                    break
+            out.append(
+                Episode(
+                    states=np.stack(states),
+                    actions=np.stack(actions),
+                    rewards=np.asarray(rewards, dtype=np.float32),
+                    terminated=terminated,
+                    truncated=not terminated,
+                    instruction=instruction,
+                    task_spec=json.dumps({"line": int(direction[0])}),
+                    level="train" if source == "real" else "rephrase",
+                    source=source,
+                    success=success,
+                )
+            )
+        return RolloutDataset.from_episodes(
+            out, domain="line", action_spec=self.action_spec, provenance={}
+        )
+
+    def evaluate(self, module: Any, episodes_per_instruction: int = 20, seed: int = 1) -> dict:
+        """Success rate of ``module.act`` per direction, every wording, all episodes batched."""
+        rng = np.random.default_rng(seed)
+        instructions = [w for w in LEFT + RIGHT for _ in range(episodes_per_instruction)]
+        direction = np.array([-1.0 if w in LEFT else 1.0 for w in instructions])
+        x = self.reset(len(instructions), rng)
+        alive = np.ones(len(x), dtype=bool)
+        success = np.zeros(len(x), dtype=bool)
+        for _ in range(self.horizon):
+            idx = np.flatnonzero(alive)
+            if len(idx) == 0:
+                break
+            action = module.act(self.observe(x[idx], rng), [instructions[i] for i in idx])
+            x[idx], _, won, ended = self.step(x[idx], np.asarray(action), direction[idx])
+            success[idx] |= won
+            alive[idx] = ~ended
+        return {
+            "left": float(success[direction < 0].mean()),
+            "right": float(success[direction > 0].mean()),
+        }
+
+
+class TaskDataModule(L.LightningDataModule):
+    """Real and imaginary datasets in memory, batches mixed at ``ratio`` with the stream of
+    :class:`MixedBatches` (a resumed run sees the batches an uninterrupted one would)."""
+
+    def __init__(
+        self,
+        real: RolloutDataset,
+        imaginary: RolloutDataset | None = None,
+        ratio: float = 0.5,
+        batch_size: int = 64,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.real_dataset, self.imaginary_dataset = real, imaginary
+        self.ratio, self.batch_size, self.seed = ratio, batch_size, seed
+        self.state_dim, self.action_spec = real.state_dim, dict(real.action_spec)
+        self.instructions: list[str] = []
+        self.real: TransitionBuffer | None = None
+        self.imaginary: TransitionBuffer | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.real is not None:
+            return
+        datasets = [d for d in (self.real_dataset, self.imaginary_dataset) if d is not None]
+        table = {
+            s: i for i, s in enumerate(dict.fromkeys(s for d in datasets for s in d.instructions))
+        }
+        self.instructions = list(table)
+
+        def ids(d: RolloutDataset) -> np.ndarray:
+            return np.array([table[s] for s in d.instructions], dtype=np.int64)
+
+        self.real = TransitionBuffer.from_dataset(self.real_dataset, ids(self.real_dataset))
+        if self.imaginary_dataset is not None:
+            self.imaginary = TransitionBuffer.from_dataset(
+                self.imaginary_dataset, ids(self.imaginary_dataset)
+            )
+
+    def batches(self, start_step: int = 0) -> MixedBatches:
+        self.setup()
+        n_imaginary = round(self.batch_size * self.ratio) if self.imaginary is not None else 0
+        return MixedBatches(
+            self.real,
+            self.imaginary,
+            self.batch_size - n_imaginary,
+            n_imaginary,
+            self.seed,
+            start_step,
+        )
+
+    def train_dataloader(self) -> _FromTrainerStep:
+        return _FromTrainerStep(self)
+
+
+class _FromTrainerStep:
+    def __init__(self, datamodule: TaskDataModule) -> None:
+        self.datamodule = datamodule
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        trainer = self.datamodule.trainer
+        return iter(self.datamodule.batches(trainer.global_step if trainer is not None else 0))

@@ -1,0 +1,323 @@
+"""One conformance suite for every offline RL algorithm (and the documented example).
+
+Each algorithm, on small synthetic language-conditioned tasks (``tests/helpers.py``):
+
+* fits a few steps through Lightning; a checkpoint rebuilds a module that acts identically;
+* ``act`` returns the right shapes, dtypes and ranges;
+* its loss terms train only the networks they declare (``loss_parts``), every trainable
+  parameter belongs to one of them and is in the optimizer, and target networks never get
+  gradients but do follow their online networks;
+* discounts with ``gamma``, never bootstraps terminal transitions, and ignores ``gamma`` only
+  with ``undiscounted_td_bug=True``;
+* resumed from a mid-run checkpoint, ends bit-identical to an uninterrupted run;
+* learns the optimum of a two-instruction task ("go left" vs "go right") from noisy data.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from helpers import LEFT, RIGHT, LineTask, TaskDataModule, random_batch, trainer
+
+from imaginebench.modules.offline import (
+    BC,
+    BCQ,
+    COMBO,
+    CQL,
+    IQL,
+    PRDC,
+    SAC,
+    TD3BC,
+    DiscreteBC,
+    DiscreteBCQ,
+    DiscreteCQL,
+    DiscreteIQL,
+    DiscreteSAC,
+    OfflineRLModule,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from my_algorithm import DiscreteAWAC
+
+SMALL = {"hidden": (64, 64), "instruction_dim": 32}
+SMALL_COMBO = {
+    "ensemble_size": 3,
+    "num_elites": 2,
+    "model_max_steps": 300,
+    "model_eval_every": 50,
+    "model_batch_size": 128,
+    "rollout_length": 3,
+    "rollout_batch_size": 200,
+    "rollout_every": 4,
+    "model_buffer_size": 3000,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """An algorithm under test: test-sized settings, and overrides for the learning test."""
+
+    cls: type[OfflineRLModule]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    learn_kwargs: dict[str, Any] = field(default_factory=dict)
+    learn_steps: int = 400
+
+    @property
+    def discrete(self) -> bool:
+        return bool(self.cls.discrete)
+
+
+# SAC's entropy bonus: with the default initial temperature 1 and gamma 0.99, the soft value of
+# never finishing (about alpha * entropy / (1 - gamma)) dwarfs the goal's reward of 1, so the
+# soft-optimal policy avoids the goal until the temperature has been tuned down, which takes far
+# longer than this test's budget. The SAC-based algorithms therefore start at alpha = 0.001 here.
+COOL = {"initial_temperature": 1e-3}
+CASES = {
+    c.cls.__name__: c
+    for c in [
+        Case(DiscreteBC),
+        Case(DiscreteCQL, {"target_update_interval": 3}, {"target_update_interval": 50}),
+        Case(DiscreteBCQ),
+        Case(DiscreteSAC, learn_kwargs=COOL),
+        Case(DiscreteIQL),
+        Case(DiscreteAWAC),
+        Case(BC),
+        Case(CQL),
+        Case(BCQ),
+        Case(TD3BC),
+        Case(SAC, learn_kwargs=COOL),
+        Case(IQL),
+        Case(PRDC),
+        Case(COMBO, SMALL_COMBO, {**COOL, "rollout_every": 100}),
+    ]
+}
+NAMES = list(CASES)
+FIT_STEPS = 6  # even: TD3-style algorithms made an actor update on the last step
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread: small networks, and a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tasks() -> dict[bool, tuple[LineTask, TaskDataModule]]:
+    """Per action type: the task, and real data (two wordings per direction) plus imaginary
+    data (two other wordings)."""
+    out = {}
+    for discrete, expert in ((True, 0.6), (False, 0.75)):
+        task = LineTask(discrete=discrete)
+        real = task.dataset(LEFT[:2] + RIGHT[:2], 200, seed=0, expert=expert)
+        imaginary = task.dataset(
+            LEFT[2:] + RIGHT[2:], 200, seed=1, expert=expert, source="imaginary"
+        )
+        out[discrete] = (task, real, imaginary)
+    return out
+
+
+def datamodule(tasks, discrete: bool, seed: int = 0, batch_size: int = 64) -> TaskDataModule:
+    _, real, imaginary = tasks[discrete]
+    return TaskDataModule(real, imaginary, ratio=0.5, batch_size=batch_size, seed=seed)
+
+
+def build(case: Case, dm: TaskDataModule, **overrides: Any) -> OfflineRLModule:
+    kwargs = {**SMALL, **case.kwargs, **overrides}
+    return case.cls(state_dim=dm.state_dim, action_spec=dm.action_spec, **kwargs)
+
+
+_fitted: dict[str, tuple[OfflineRLModule, TaskDataModule, dict[str, torch.Tensor]]] = {}
+
+
+def fitted(case: Case, tasks) -> tuple[OfflineRLModule, TaskDataModule, dict[str, torch.Tensor]]:
+    """The case's module after ``FIT_STEPS`` updates (cached), its data module and its initial
+    state dict."""
+    name = case.cls.__name__
+    if name not in _fitted:
+        L.seed_everything(0)
+        dm = datamodule(tasks, case.discrete)
+        module = build(case, dm)
+        initial = {k: v.clone() for k, v in module.state_dict().items()}
+        run = trainer(FIT_STEPS)
+        run.fit(module, dm)
+        assert run.global_step == FIT_STEPS
+        _fitted[name] = (module, dm, initial)
+    return _fitted[name]
+
+
+# ----------------------------------------------------------------------------- fit and restore
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fit_checkpoint_round_trip_and_act(name, tasks, tmp_path):
+    case = CASES[name]
+    module, dm, _ = fitted(case, tasks)
+    assert all(
+        torch.isfinite(v).all() for v in module.state_dict().values() if v.is_floating_point()
+    )
+    path = tmp_path / "module.ckpt"
+    module.trainer.save_checkpoint(path)
+    restored = case.cls.load_from_checkpoint(path)
+
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(7, dm.state_dim)).astype(np.float32)
+    words = [LEFT[0], RIGHT[3], "please go to the left", RIGHT[0], LEFT[2], LEFT[1], RIGHT[1]]
+    actions = module.act(states, words)
+    np.testing.assert_array_equal(restored.act(states, words), actions)
+    np.testing.assert_array_equal(module.act(states, words), actions)  # deterministic
+    single = module.act(states[0], LEFT[0])
+    if case.discrete:
+        assert actions.shape == (7,) and actions.dtype == np.int64
+        assert ((actions >= 0) & (actions < dm.action_spec["n"])).all()
+        assert single.shape == () and single == actions[0]
+    else:
+        assert actions.shape == (7, 2) and actions.dtype == np.float32
+        assert ((actions >= -2.0) & (actions <= 2.0)).all()
+        assert single.shape == (2,)
+        np.testing.assert_allclose(single, actions[0], rtol=1e-5, atol=1e-6)
+
+
+# -------------------------------------------------------------------------- gradient isolation
+
+
+def owner(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_loss_parts_train_only_their_networks(name, tasks):
+    case = CASES[name]
+    module, dm, initial = fitted(case, tasks)
+    parts = type(module).loss_parts
+    assert parts, "declare loss_parts: which loss term trains which submodule"
+    trainable = {n: p for n, p in module.named_parameters() if p.requires_grad}
+    owned = {n for n in trainable if any(owner(n) == o for ows in parts.values() for o in ows)}
+    assert owned == set(trainable), f"parameters no loss term trains: {set(trainable) - owned}"
+    in_optimizer = {id(p) for g in module.trainer.optimizers[0].param_groups for p in g["params"]}
+    assert {id(p) for p in trainable.values()} == in_optimizer
+
+    module.log_now = True
+    terms = module.losses(module.prepare(dm.batches(0).batch(0)))
+    assert set(parts) <= set(terms)
+    torch.testing.assert_close(terms["loss"], sum(terms[k] for k in parts), rtol=1e-5, atol=1e-5)
+    names, params = zip(*trainable.items(), strict=True)
+    for part, owners in parts.items():
+        grads = torch.autograd.grad(terms[part], params, retain_graph=True, allow_unused=True)
+        for n, g in zip(names, grads, strict=True):
+            if owner(n) in owners:
+                assert g is not None, f"{part} does not reach {n}"
+            else:
+                assert g is None or not g.any(), f"{part} moves {n}, which it must not"
+        for o in owners:
+            assert any(
+                g is not None and g.any()
+                for n, g in zip(names, grads, strict=True)
+                if owner(n) == o
+            ), f"{part} gives no gradient to {o}"
+
+    # Target networks: never trained, but they follow the online networks.
+    targets = {n: p for n, p in module.named_parameters() if "target" in owner(n)}
+    if "gamma" in module.hparams:
+        assert targets, "a value-based algorithm without target networks"
+    for n, p in targets.items():
+        assert not p.requires_grad and p.grad is None, n
+    assert any(not torch.equal(p, initial[n]) for n, p in targets.items()) or not targets
+
+
+# ------------------------------------------------------------------------------- discounting
+
+
+def loss_for(case: Case, gamma: float, bug: bool, done: bool) -> torch.Tensor:
+    discrete = case.discrete
+    spec = (
+        {"type": "discrete", "n": 4}
+        if discrete
+        else {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
+    )
+    torch.manual_seed(0)
+    m = case.cls(
+        state_dim=3, action_spec=spec, gamma=gamma, undiscounted_td_bug=bug, **SMALL, **case.kwargs
+    )
+    batch = random_batch(n=16, discrete=discrete)
+    batch["done"] = torch.full((16,), done)
+    batch["reward"] = torch.ones(16)
+    if isinstance(m, PRDC):
+        m.build_index(batch["state"], batch["action"], torch.zeros(16, dtype=torch.long))
+        batch["instruction_id"] = torch.zeros(16, dtype=torch.long)
+    with torch.no_grad():
+        return m.losses(batch)["loss"]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CASES[n].cls not in (BC, DiscreteBC)])
+def test_discounting(name):
+    case = CASES[name]
+    terminal = [loss_for(case, g, False, done=True) for g in (0.5, 0.9)]
+    assert torch.equal(terminal[0], terminal[1]), "terminal transitions must not bootstrap"
+    running = [loss_for(case, g, False, done=False) for g in (0.5, 0.9)]
+    assert not torch.equal(running[0], running[1]), "gamma must discount the bootstrap"
+    bugged = [loss_for(case, g, True, done=False) for g in (0.5, 0.9)]
+    assert torch.equal(bugged[0], bugged[1]), "undiscounted_td_bug ignores gamma"
+    assert not torch.equal(bugged[0], running[0])
+
+
+# ---------------------------------------------------------------------------------- resume
+
+
+def final_state(case, tasks, steps, ckpt_in=None, ckpt_out=None) -> tuple[OfflineRLModule, dict]:
+    L.seed_everything(0)
+    dm = datamodule(tasks, case.discrete, seed=3)
+    module = build(case, dm)
+    run = trainer(steps, deterministic=True)
+    run.fit(module, dm, ckpt_path=ckpt_in)
+    if ckpt_out is not None:
+        run.save_checkpoint(ckpt_out)
+    return module, {k: v.clone() for k, v in module.state_dict().items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_resume_from_checkpoint_is_bit_exact(name, tasks, tmp_path):
+    case = CASES[name]
+    straight, a = final_state(case, tasks, 2 * 5)
+    mid = tmp_path / "mid.ckpt"
+    _, half = final_state(case, tasks, 5, ckpt_out=mid)
+    resumed, b = final_state(case, tasks, 2 * 5, ckpt_in=mid)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert any(not torch.equal(half[k], b[k]) for k in a), "nothing trained after the checkpoint"
+    if isinstance(straight, COMBO):
+        assert straight.model_size == resumed.model_size > 0
+        for key, value in straight.model_buffer.items():
+            assert torch.equal(value, resumed.model_buffer[key]), key
+
+
+# --------------------------------------------------------------------------------- learning
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_learns_the_instructed_direction(name, tasks):
+    case = CASES[name]
+    task = tasks[case.discrete][0]
+    L.seed_everything(0)
+    dm = datamodule(tasks, case.discrete, batch_size=128)
+    module = build(case, dm, **case.learn_kwargs)
+    untrained = task.evaluate(module)
+    assert min(untrained.values()) < 0.95, f"the task is too easy: {untrained} untrained"
+    start = time.perf_counter()
+    trainer(case.learn_steps).fit(module, dm)
+    success = task.evaluate(module)
+    seconds = time.perf_counter() - start
+    print(f"{name}: success {success} after {case.learn_steps} steps ({seconds:.1f} s)")
+    # The optimum always succeeds; ignoring the instruction gives at most 50 %.
+    assert min(success.values()) >= 0.95, success
