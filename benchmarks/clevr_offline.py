@@ -68,13 +68,23 @@ def second_stream(variant: str, level: str | None, oracle_episodes: int) -> list
     return [str(oracle_path(level, oracle_episodes))]
 
 
-def run(algo: str, seed: int, out_dir: Path, reuse: bool, data: list[str], tag: str) -> dict:
+def run(
+    algo: str,
+    seed: int,
+    out_dir: Path,
+    reuse: bool,
+    data: list[str],
+    tag: str,
+    existing_only: bool = False,
+) -> dict | None:
     config = ROOT / "configs" / f"{algo}_clevr.yaml"
     save_dir = out_dir / "runs" / tag
     name = yaml.safe_load(config.read_text())["trainer"]["logger"]["init_args"]["name"]
     result_file = save_dir / name / f"seed{seed}" / "results.json"
-    if reuse and result_file.exists():
+    if (reuse or existing_only) and result_file.exists():
         return json.loads(result_file.read_text())
+    if existing_only:
+        return None
     cmd = [
         sys.executable,
         "-m",
@@ -97,9 +107,12 @@ def run(algo: str, seed: int, out_dir: Path, reuse: bool, data: list[str], tag: 
     return results
 
 
-def _cell(values: list[float]) -> str:
+def _cell(values: list[float], seeds: int) -> str:
+    if not values:
+        return "—"
     v = 100 * np.array(values)
-    return f"{v.mean():.1f} ± {v.std():.1f}"
+    partial = f" (n={len(values)})" if len(values) < seeds else ""
+    return f"{v.mean():.1f} ± {v.std():.1f}{partial}"
 
 
 def main() -> None:
@@ -116,6 +129,11 @@ def main() -> None:
     parser.add_argument("--work-dir", default="outputs/clevr_offline")
     parser.add_argument("--out", default="docs/results/clevr_offline.md")
     parser.add_argument("--reuse", action="store_true", help="reuse finished runs' results.json")
+    parser.add_argument(
+        "--existing-only",
+        action="store_true",
+        help="tabulate finished runs only (cells with fewer seeds say n=...)",
+    )
     args = parser.parse_args()
     work = Path(args.work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -128,8 +146,15 @@ def main() -> None:
             for level in levels:
                 data = second_stream(variant, level, args.oracle_episodes)
                 tag = variant if level is None else f"{variant}_{level}"
-                runs[level] = [run(algo, s, work, args.reuse, data, tag) for s in args.seeds]
-            first = next(iter(runs.values()))[0]
+                done = [
+                    run(algo, s, work, args.reuse, data, tag, args.existing_only)
+                    for s in args.seeds
+                ]
+                runs[level] = [r for r in done if r is not None]
+            present = [rs[0] for rs in runs.values() if rs]
+            if not present:
+                continue
+            first = present[0]
             episodes = first["episodes_per_level"]
             if variant == "real":
                 budgets.append(f"{first['algorithm']} {first['global_step']} steps")
@@ -137,14 +162,16 @@ def main() -> None:
             for level in LEVELS:
                 if variant == "real":
                     values = [r["levels"][level]["success"] for r in runs[None]]
-                elif level == "train":  # mean over the per-level runs, per seed
-                    values = [
-                        np.mean([runs[lv][i]["levels"]["train"]["success"] for lv in NOVEL_LEVELS])
-                        for i in range(len(args.seeds))
-                    ]
+                elif level == "train":  # over the per-level runs
+                    values = [r["levels"]["train"]["success"] for rs in runs.values() for r in rs]
                 else:
                     values = [r["levels"][level]["success"] for r in runs[level]]
-                cells.append(_cell(values))
+                cells.append(
+                    _cell(
+                        values,
+                        len(args.seeds) * (1 if level != "train" or variant == "real" else 3),
+                    )
+                )
             seconds = [r["seconds"] for rs in runs.values() for r in rs if "seconds" in r]
             minutes = f"{np.mean(seconds) / 60:.1f}" if seconds else ""
             label = {"real": "real", "imaginary": "real + imaginary", "oracle": "real + oracle"}
@@ -174,8 +201,9 @@ def main() -> None:
         f"level's tasks ({args.oracle_episodes} episodes, epsilon 0.2). Then {episodes} "
         "evaluation episodes per level on the fixed evaluation set (seed 0; time limit 50 "
         "steps, 5 at the easy level). Success in % (mean ± std over the seeds); per-level "
-        "variants score each level with the run trained on that level's data and `train` with "
-        "the mean of those three runs. The random policy pushes a uniformly random ball in a "
+        "variants score each level with the runs trained on that level's data and `train` "
+        "with the mean over all their runs; `n=` marks cells with fewer runs than asked. "
+        "The random policy pushes a uniformly random ball in a "
         "uniformly random direction.",
         "",
         "| algorithm | data | train | rephrase | easy | hard | minutes per run |",
