@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from imaginebench.data.dataset import Episode
 from imaginebench.envs.base import EpisodeSpec
+from imaginebench.modules.grounding.sequences import to_device
 
 Strategy = Literal["greedy", "sample"]
 
@@ -168,7 +169,7 @@ class Imaginer:
     def _batch(self, specs: list[EpisodeSpec], horizon: int) -> list[ImaginedRollout]:
         device = next(self.model.parameters()).device
         items = [self.builder.rollout_prompt(s.instruction, s.initial_state) for s in specs]
-        batch = {k: v.to(device) for k, v in self.builder.collate(items, "left").items()}
+        batch = to_device(self.builder.collate(items, "left"), device)
         seq = _Sequences(self.model, batch, self.decoding.use_cache)
         n = len(specs)
         states = [[np.asarray(s.initial_state, dtype=np.float32)] for s in specs]

@@ -84,8 +84,8 @@ class GroundedLM(nn.Module):
         # Slot inputs start at the scale of the LM's own token embeddings, so the LM sees them
         # as clearly as text (with the usual 0.02 they start several times weaker).
         token_rms = float(lm.get_input_embeddings().weight.detach().float().pow(2).mean().sqrt())
-        last_state_layer = self.state_in[-1] if isinstance(self.state_in, nn.Sequential) else (
-            self.state_in
+        last_state_layer = (
+            self.state_in[-1] if isinstance(self.state_in, nn.Sequential) else (self.state_in)
         )
         for layer in (last_state_layer, self.action_in):
             nn.init.normal_(layer.weight, std=token_rms)

@@ -27,7 +27,12 @@ from imaginebench.modules.grounding.language_models import (
     load_tokenizer,
 )
 from imaginebench.modules.grounding.model import GroundedLM
-from imaginebench.modules.grounding.sequences import TASK_KINDS, SequenceBuilder, build_item
+from imaginebench.modules.grounding.sequences import (
+    TASK_KINDS,
+    SequenceBuilder,
+    build_item,
+    to_device,
+)
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +163,7 @@ class GroundingModule(L.LightningModule):
                     self.builder, TASK_KINDS[kind], ep.instruction, ep.states, ep.actions, step
                 )
             )
-        batch = self.builder.collate(items)
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return to_device(self.builder.collate(items), self.device)
 
     # -- steps ----------------------------------------------------------------------------------
     def _loss(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
