@@ -171,7 +171,7 @@ def test_continuous_cql_actor_loss_does_not_move_critics():
     critics = list(m.critics.parameters())
     total = torch.autograd.grad(terms["loss"], critics, retain_graph=True, allow_unused=True)
     assert all(g is not None for g in total)  # the critic loss does reach the critics
-    actor_only = torch.autograd.grad(terms["actor"], critics, allow_unused=True)
+    actor_only = torch.autograd.grad(terms["actor_loss"], critics, allow_unused=True)
     assert all(g is None for g in actor_only)  # ...but the policy-improvement term does not
 
 

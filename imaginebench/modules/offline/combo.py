@@ -49,16 +49,15 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from imaginebench.modules.backbone import StateInstructionEncoder
-from imaginebench.modules.offline.base import LossParts, frozen
 from imaginebench.modules.offline.common import dataset_transitions, make_trunk
-from imaginebench.modules.offline.sac import SAC
+from imaginebench.modules.offline.cql import CQL
 
 BUFFER_KEYS = ("state", "action", "reward", "next_state", "done", "instruction_id")
 
@@ -90,7 +89,7 @@ class DynamicsEnsemble(nn.Module):
         return mean, logvar, done.squeeze(-1)
 
 
-class COMBO(SAC):
+class COMBO(CQL):
     """COMBO for continuous actions.
 
     Args:
@@ -117,12 +116,6 @@ class COMBO(SAC):
             and those of :class:`OfflineRLModule`.
     """
 
-    loss_parts: ClassVar[LossParts] = {
-        "actor_loss": ("actor",),
-        "temperature_loss": ("log_temperature",),
-        "critic_loss": ("critics",),
-    }
-
     def __init__(
         self,
         *args: Any,
@@ -147,15 +140,19 @@ class COMBO(SAC):
         **kwargs: Any,
     ) -> None:
         # SAC.__init__ saves the hyperparameters, these included.
-        super().__init__(*args, actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr, **kwargs)
+        super().__init__(
+            *args,
+            actor_lr=actor_lr,
+            critic_lr=critic_lr,
+            alpha_lr=alpha_lr,
+            conservative_weight=conservative_weight,
+            num_sampled_actions=num_sampled_actions,
+            **kwargs,
+        )
         if not 0 < num_elites <= ensemble_size:
             raise ValueError(f"need 0 < num_elites <= ensemble_size, got {num_elites}")
         if not 0.0 <= model_ratio < 1.0:
             raise ValueError(f"model_ratio must be in [0, 1), got {model_ratio}")
-        self.conservative_weight, self.num_sampled_actions = (
-            conservative_weight,
-            num_sampled_actions,
-        )
         self.model_ratio, self.model_lr, self.model_batch_size = (
             model_ratio,
             model_lr,
@@ -305,7 +302,7 @@ class COMBO(SAC):
             done = done_logit > 0
             self.store(
                 state=state,
-                action=action,
+                action=self.from_unit(action),  # the data's action space, like real rows
                 reward=sample[:, -1],
                 next_state=next_state,
                 done=done,
@@ -351,7 +348,7 @@ class COMBO(SAC):
         keep = (torch.arange(n_real, device=batch["state"].device) * n) // n_real
         parts = {
             "state": batch["state"][keep],
-            "action": self.to_unit(batch["action"][keep]).clamp(-1.0, 1.0),
+            "action": batch["action"][keep],
             "reward": batch["reward"][keep],
             "next_state": batch["next_state"][keep],
             "done": batch["done"][keep].float(),
@@ -363,61 +360,11 @@ class COMBO(SAC):
             fake["instruction"] = self.train_embeddings[fake.pop("instruction_id")]
             fake["done"] = fake["done"].float()
             parts = {k: torch.cat([v, fake[k]]) for k, v in parts.items()}
-        s, s2, instr, action = (
-            parts["state"],
-            parts["next_state"],
-            parts["instruction"],
-            parts["action"],
-        )
-        temperature = self.log_temperature.exp().detach()
-
-        # SAC policy improvement on real and model states (critics frozen).
-        pi, log_pi = self.tanh_gaussian(self.actor, s, instr, split=True)
-        q_pi = torch.min(*(frozen(c, s, instr, pi) for c in self.critics))
-        actor_loss = (temperature * log_pi - q_pi).mean()
-        temperature_loss = -(self.log_temperature * (log_pi.detach() + self.target_entropy)).mean()
-
-        with torch.no_grad():
-            a2, log_a2 = self.tanh_gaussian(self.actor, s2, instr, split=True)
-            q_next = torch.min(*(c(s2, instr, a2) for c in self.critics_target))
-            discount = self.discount(parts["done"], self.gamma, self.undiscounted_td_bug)
-            target = parts["reward"] + discount * (q_next - temperature * log_a2)
-            # Push-down states: the model's (the batch's own if there are none yet).
-            rho = slice(n_real, n) if n_model else slice(0, n)
-            k = self.num_sampled_actions
-            s_k = s[rho].repeat_interleave(k, 0)
-            s2_k = s2[rho].repeat_interleave(k, 0)
-            instr_k = instr[rho].repeat_interleave(k, 0)
-            uniform = self.uniform((len(s_k), self.action_dim), s.device, split=True)
-            a_s, logp_s = self.tanh_gaussian(self.actor, s_k, instr_k, split=True)
-            a_s2, logp_s2 = self.tanh_gaussian(self.actor, s2_k, instr_k, split=True)
-        uniform_logp = self.action_dim * math.log(0.5)
-        critic_loss, conservative = 0.0, 0.0
-        for critic in self.critics:
-            q = critic(s, instr, action)
-            critic_loss = critic_loss + F.mse_loss(q, target)
-            sampled = torch.stack(
-                [
-                    critic(s_k, instr_k, uniform) - uniform_logp,
-                    critic(s_k, instr_k, a_s) - logp_s,
-                    critic(s_k, instr_k, a_s2) - logp_s2,
-                ],
-                dim=-1,
-            ).view(-1, k * 3)
-            conservative = (
-                conservative + torch.logsumexp(sampled, dim=-1).mean() - q[:n_real].mean()
-            )
-        critic_total = critic_loss + self.conservative_weight * conservative
-        return {
-            "loss": actor_loss + temperature_loss + critic_total,
-            "actor_loss": actor_loss,
-            "temperature_loss": temperature_loss,
-            "critic_loss": critic_total,
-            "td": critic_loss.detach(),
-            "conservative": conservative.detach(),
-            "temperature": temperature,
-            "model_fraction": torch.tensor(n_model / n),
-        }
+        # Push-down states: the model's (the batch's own if there are none yet).
+        pushdown = slice(n_real, n) if n_model else slice(0, n)
+        out = self.conservative_sac_losses(parts, pushdown, slice(0, n_real))
+        out["model_fraction"] = torch.tensor(n_model / n)
+        return out
 
     # -- checkpoint: the model buffer is training state -----------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -19,15 +19,11 @@ from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from imaginebench.modules.backbone import (
-    ContinuousQHead,
-    DiscreteHead,
-    GaussianHead,
-    StateInstructionEncoder,
-)
-from imaginebench.modules.offline.base import LossParts, OfflineRLModule, frozen, soft_update
+from imaginebench.modules.backbone import DiscreteHead, StateInstructionEncoder
+from imaginebench.modules.offline.base import LossParts, OfflineRLModule
+from imaginebench.modules.offline.sac import SAC
 
 
 class DiscreteCQL(OfflineRLModule):
@@ -99,29 +95,25 @@ class DiscreteCQL(OfflineRLModule):
         return self.q(state, instruction).argmax(-1)
 
 
-class CQL(OfflineRLModule):
+class CQL(SAC):
     """CQL(H) on top of SAC for continuous actions.
+
+    The critics minimise the soft TD error plus ``conservative_weight`` times the gap between a
+    log-sum-exp of Q over sampled actions (uniform, and the policy's at ``s`` and ``s'``, each
+    importance-weighted by its density) and Q of the data's actions. Paper defaults: actor lr
+    1e-4, critic lr 3e-4, 10 sampled actions of each kind, weight 5 (the Lagrange variant is not
+    implemented).
 
     Args:
         actor_lr: learning rate of the tanh-Gaussian policy.
         critic_lr: learning rate of the twin Q-networks.
         alpha_lr: learning rate of the entropy temperature.
-        gamma: discount factor.
-        tau: Polyak rate of the target critics.
         conservative_weight: weight of the CQL regulariser (paper: 5 or 10).
         num_sampled_actions: uniform and policy actions per state for the logsumexp.
-        initial_temperature: initial entropy temperature.
-        seed: seed of the module's own sampling generator (saved in checkpoints).
-        undiscounted_td_bug: reproduce the original benchmark's gamma = 1 (opt-in only).
-        **kwargs: see :class:`OfflineRLModule`.
+        **kwargs: the SAC arguments of :class:`SAC` (``gamma``, ``tau``,
+            ``initial_temperature``, ``target_entropy``, ``seed``, ``undiscounted_td_bug``)
+            and those of :class:`OfflineRLModule`.
     """
-
-    discrete = False
-    loss_parts: ClassVar[LossParts] = {
-        "actor": ("actor",),
-        "temperature_loss": ("log_temperature",),
-        "critic_loss": ("critics",),
-    }
 
     def __init__(
         self,
@@ -129,125 +121,67 @@ class CQL(OfflineRLModule):
         actor_lr: float = 1e-4,
         critic_lr: float = 3e-4,
         alpha_lr: float = 1e-4,
-        gamma: float = 0.99,
-        tau: float = 0.005,
         conservative_weight: float = 5.0,
         num_sampled_actions: int = 10,
-        initial_temperature: float = 1.0,
-        seed: int = 0,
-        undiscounted_td_bug: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
-        self.save_hyperparameters()
-        self.actor_lr, self.critic_lr, self.alpha_lr = actor_lr, critic_lr, alpha_lr
-        self.gamma, self.tau = gamma, tau
-        self.conservative_weight, self.num_sampled_actions = (
-            conservative_weight,
-            num_sampled_actions,
-        )
-        self.undiscounted_td_bug = undiscounted_td_bug
-        self.target_entropy = -float(self.action_dim)
+        # SAC.__init__ saves the hyperparameters, these included.
+        super().__init__(*args, actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr, **kwargs)
+        self.conservative_weight = conservative_weight
+        self.num_sampled_actions = num_sampled_actions
 
-        def trunk(extra: int = 0) -> StateInstructionEncoder:
-            return StateInstructionEncoder(
-                self.state_dim, self.embedding_dim, self.hidden, self.instruction_dim, extra
-            )
-
-        self.actor = GaussianHead(trunk(), self.action_dim)
-        self.critics = nn.ModuleList([ContinuousQHead(trunk(self.action_dim)) for _ in range(2)])
-        self.critics_target = copy.deepcopy(self.critics).requires_grad_(False)
-        self.log_temperature = nn.Parameter(torch.tensor(math.log(initial_temperature)))
-        self.generator = torch.Generator().manual_seed(seed)
-
-    # -- helpers ------------------------------------------------------------------------------
-    def noise(self, shape: tuple[int, ...], device: torch.device) -> Tensor:
-        return torch.randn(shape, generator=self.generator).to(device)
-
-    def sample(self, state: Tensor, instruction: Tensor) -> tuple[Tensor, Tensor]:
-        """Reparameterised tanh-Gaussian sample and its log-probability."""
-        mean, std = self.actor.distribution(state, instruction)
-        pre = mean + std * self.noise(tuple(mean.shape), mean.device)
-        action = torch.tanh(pre)
-        log_prob = (-0.5 * ((pre - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(
-            -1
-        )
-        log_prob = log_prob - (2 * (math.log(2) - pre - F.softplus(-2 * pre))).sum(-1)
-        return action, log_prob
-
-    def param_groups(self) -> list[dict[str, Any]]:
-        return [
-            {"params": self.actor.parameters(), "lr": self.actor_lr},
-            {"params": self.critics.parameters(), "lr": self.critic_lr},
-            {"params": [self.log_temperature], "lr": self.alpha_lr},
+    @torch.no_grad()
+    def pushdown_actions(
+        self, state: Tensor, next_state: Tensor, instruction: Tensor
+    ) -> tuple[Tensor, Tensor, list[tuple[Tensor, Tensor]]]:
+        """``num_sampled_actions`` uniform actions and policy actions at ``s`` and at ``s'`` per
+        state, with their log-densities: the importance samples of the log-sum-exp."""
+        k = self.num_sampled_actions
+        s_k, s2_k, instr_k = (x.repeat_interleave(k, 0) for x in (state, next_state, instruction))
+        uniform = self.uniform((len(s_k), self.action_dim), state.device, split=True)
+        uniform_logp = torch.full((len(s_k),), self.action_dim * math.log(0.5), device=s_k.device)
+        samples = [
+            (uniform, uniform_logp),
+            self.tanh_gaussian(self.actor, s_k, instr_k, split=True),
+            self.tanh_gaussian(self.actor, s2_k, instr_k, split=True),
         ]
+        return s_k, instr_k, samples
 
-    # -- losses -------------------------------------------------------------------------------
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def conservative_sac_losses(
+        self,
+        batch: dict[str, Tensor],
+        pushdown_rows: slice = slice(None),
+        data_rows: slice = slice(None),
+    ) -> dict[str, Tensor]:
+        """SAC losses with the conservative critic term
+        ``E_{s in pushdown_rows}[logsumexp_a Q(s, a)] - E_{data_rows}[Q(s, a_data)]``."""
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
-        action = self.to_unit(batch["action"]).clamp(-1 + 1e-6, 1 - 1e-6)
+        action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         temperature = self.log_temperature.exp().detach()
-        n, k = s.shape[0], self.num_sampled_actions
-
-        # Policy improvement (SAC): critics frozen, gradients reach the actor only.
-        pi, log_pi = self.sample(s, instr)
-        q_pi = torch.min(*(frozen(c, s, instr, pi) for c in self.critics))
-        actor_loss = (temperature * log_pi - q_pi).mean()
-        temperature_loss = -(self.log_temperature * (log_pi.detach() + self.target_entropy)).mean()
-
-        # Policy evaluation with the soft Bellman target.
-        with torch.no_grad():
-            a2, log_a2 = self.sample(s2, instr)
-            q_next = torch.min(*(c(s2, instr, a2) for c in self.critics_target))
-            discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
-            target = batch["reward"] + discount * (q_next - temperature * log_a2)
-
-            # Actions for the logsumexp: uniform, and the policy's at s and at s'.
-            rep = lambda x: x.repeat_interleave(k, dim=0)
-            s_k, s2_k, instr_k = rep(s), rep(s2), rep(instr)
-            uniform = (
-                torch.rand((n * k, self.action_dim), generator=self.generator).to(s.device) * 2 - 1
-            )
-            a_s, logp_s = self.sample(s_k, instr_k)
-            a_s2, logp_s2 = self.sample(s2_k, instr_k)
-        uniform_logp = self.action_dim * math.log(0.5)
-        critic_loss, conservative, q_data_mean = 0.0, 0.0, 0.0
+        actor_loss, temperature_loss, _ = self.policy_terms(s, instr, temperature)
+        target = self.soft_backup(batch["reward"], s2, instr, batch["done"], temperature)
+        s_k, instr_k, samples = self.pushdown_actions(
+            s[pushdown_rows], s2[pushdown_rows], instr[pushdown_rows]
+        )
+        td, conservative, q_data_mean = 0.0, 0.0, 0.0
         for critic in self.critics:
             q_data = critic(s, instr, action)
-            critic_loss = critic_loss + F.mse_loss(q_data, target)
-            sampled = torch.stack(
-                [
-                    critic(s_k, instr_k, uniform) - uniform_logp,
-                    critic(s_k, instr_k, a_s) - logp_s,
-                    critic(s_k, instr_k, a_s2) - logp_s2,
-                ],
-                dim=-1,
-            ).view(n, k * 3)
-            gap = (torch.logsumexp(sampled, dim=-1) - q_data).mean()
-            conservative = conservative + gap
-            q_data_mean = q_data_mean + q_data.mean().detach() / 2
-        loss = actor_loss + temperature_loss + critic_loss + self.conservative_weight * conservative
+            td = td + F.mse_loss(q_data, target)
+            sampled = torch.stack([critic(s_k, instr_k, a) - logp for a, logp in samples], -1)
+            logsumexp = torch.logsumexp(sampled.view(-1, 3 * self.num_sampled_actions), dim=-1)
+            conservative = conservative + logsumexp.mean() - q_data[data_rows].mean()
+            q_data_mean = q_data_mean + q_data.mean().detach() / len(self.critics)
+        critic_loss = td + self.conservative_weight * conservative
         return {
-            "loss": loss,
-            "actor": actor_loss,
+            "loss": actor_loss + temperature_loss + critic_loss,
+            "actor_loss": actor_loss,
             "temperature_loss": temperature_loss,
-            "critic_loss": critic_loss + self.conservative_weight * conservative,
-            "critic": critic_loss.detach(),
+            "critic_loss": critic_loss,
+            "td": td.detach(),
             "conservative": conservative.detach(),
             "temperature": temperature,
             "q_data": q_data_mean,
         }
 
-    def after_update(self) -> None:
-        soft_update(self.critics_target, self.critics, self.tau)
-
-    def policy(self, state: Tensor, instruction: Tensor) -> Tensor:
-        return self.from_unit(self.actor(state, instruction))
-
-    # -- checkpoint: the sampling generator is part of the training state ----------------------
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["cql_generator"] = self.generator.get_state()
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "cql_generator" in checkpoint:
-            self.generator.set_state(checkpoint["cql_generator"])
+    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        return self.conservative_sac_losses(batch)

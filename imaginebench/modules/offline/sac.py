@@ -95,21 +95,41 @@ class SAC(StochasticModule):
             {"params": [self.log_temperature], "lr": self.alpha_lr},
         ]
 
+    def policy_terms(
+        self, state: Tensor, instruction: Tensor, temperature: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Policy improvement with the critics frozen: the actor loss
+        ``alpha log pi(a|s) - min_j Q_j(s, a)``, the temperature loss and ``log pi`` (detached)."""
+        pi, log_pi = self.tanh_gaussian(self.actor, state, instruction, split=True)
+        q_pi = torch.min(*(frozen(c, state, instruction, pi) for c in self.critics))
+        actor_loss = (temperature * log_pi - q_pi).mean()
+        log_pi = log_pi.detach()
+        temperature_loss = -(self.log_temperature * (log_pi + self.target_entropy)).mean()
+        return actor_loss, temperature_loss, log_pi
+
+    @torch.no_grad()
+    def soft_backup(
+        self,
+        reward: Tensor,
+        next_state: Tensor,
+        instruction: Tensor,
+        done: Tensor,
+        temperature: Tensor,
+    ) -> Tensor:
+        """The soft clipped double-Q target ``r + gamma (1 - d) (min_j Q'_j(s', a') - alpha log pi(a'|s'))``."""
+        a2, log_a2 = self.tanh_gaussian(self.actor, next_state, instruction, split=True)
+        q_next = torch.min(*(c(next_state, instruction, a2) for c in self.critics_target))
+        discount = self.discount(done, self.gamma, self.undiscounted_td_bug)
+        return reward + discount * (q_next - temperature * log_a2)
+
     def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-        s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
+        s, instr = batch["state"], batch["instruction"]
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         temperature = self.log_temperature.exp().detach()
-
-        pi, log_pi = self.tanh_gaussian(self.actor, s, instr, split=True)
-        q_pi = torch.min(*(frozen(c, s, instr, pi) for c in self.critics))
-        actor_loss = (temperature * log_pi - q_pi).mean()
-        temperature_loss = -(self.log_temperature * (log_pi.detach() + self.target_entropy)).mean()
-
-        with torch.no_grad():
-            a2, log_a2 = self.tanh_gaussian(self.actor, s2, instr, split=True)
-            q_next = torch.min(*(c(s2, instr, a2) for c in self.critics_target))
-            discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
-            target = batch["reward"] + discount * (q_next - temperature * log_a2)
+        actor_loss, temperature_loss, log_pi = self.policy_terms(s, instr, temperature)
+        target = self.soft_backup(
+            batch["reward"], batch["next_state"], instr, batch["done"], temperature
+        )
         q = [c(s, instr, action) for c in self.critics]
         critic_loss = sum(F.mse_loss(qi, target) for qi in q)
         return {
@@ -118,7 +138,7 @@ class SAC(StochasticModule):
             "temperature_loss": temperature_loss,
             "critic_loss": critic_loss,
             "temperature": temperature,
-            "entropy": -log_pi.detach().mean(),
+            "entropy": -log_pi.mean(),
             "q_data": q[0].detach().mean(),
         }
 
