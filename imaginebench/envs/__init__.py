@@ -21,7 +21,8 @@ class Domain:
     ``episode_rewards(task, states)`` gives the rewards of a state sequence (used for imagined
     rollouts, so they are rewarded exactly like simulated ones); ``make_quality()`` returns an
     object with ``legal(states) -> (N,) bool`` and ``correct_transitions(states, actions) ->
-    (T,) bool`` for the imagination quality report.
+    (T,) bool`` for the imagination quality report. ``integer_states`` marks grid domains whose
+    states are integers (cell coordinates, indices): imagined states are rounded to them.
     """
 
     name: str
@@ -30,6 +31,7 @@ class Domain:
     make_expert: Callable[..., Any]
     episode_rewards: Callable[[Task, np.ndarray], np.ndarray]
     make_quality: Callable[[], Any]
+    integer_states: bool = False
 
 
 def _clevr_suite() -> TaskSuite:
@@ -56,6 +58,30 @@ def _clevr_quality() -> Any:
     return ClevrQuality()
 
 
+def _babyai_suite() -> TaskSuite:
+    from imaginebench.envs.babyai.suite import BabyAITaskSuite
+
+    return BabyAITaskSuite()
+
+
+def _babyai_expert(**kwargs: Any) -> Any:
+    from imaginebench.envs.babyai.expert import BabyAIExpert
+
+    return BabyAIExpert(**kwargs)
+
+
+def _babyai_rewards(task: Task, states: np.ndarray) -> np.ndarray:
+    from imaginebench.envs.babyai.env import episode_rewards
+
+    return episode_rewards(task, states)
+
+
+def _babyai_quality() -> Any:
+    from imaginebench.envs.babyai.quality import BabyAIQuality
+
+    return BabyAIQuality()
+
+
 DOMAINS: dict[str, Domain] = {
     "clevr": Domain(
         "clevr",
@@ -64,6 +90,15 @@ DOMAINS: dict[str, Domain] = {
         _clevr_expert,
         _clevr_rewards,
         _clevr_quality,
+    ),
+    "babyai": Domain(
+        "babyai",
+        "imaginebench/BabyAI-v0",
+        _babyai_suite,
+        _babyai_expert,
+        _babyai_rewards,
+        _babyai_quality,
+        integer_states=True,
     ),
 }
 
@@ -84,6 +119,13 @@ if "imaginebench/CLEVR-v0" not in gym.registry:
     gym.register(
         id="imaginebench/CLEVR-v0",
         entry_point="imaginebench.envs.clevr.env:ClevrEnv",
+        disable_env_checker=True,
+    )
+
+if "imaginebench/BabyAI-v0" not in gym.registry:
+    gym.register(
+        id="imaginebench/BabyAI-v0",
+        entry_point="imaginebench.envs.babyai.env:BabyAIEnv",
         disable_env_checker=True,
     )
 

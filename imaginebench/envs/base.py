@@ -18,7 +18,10 @@ Level = Literal["train", "rephrase", "easy", "hard"]
 LEVELS: tuple[Level, ...] = ("train", "rephrase", "easy", "hard")
 Wording = Literal["train", "rephrase"]
 # Modules defining Task families (imported on demand by Task.from_spec).
-TASK_MODULES: tuple[str, ...] = ("imaginebench.envs.clevr.tasks",)
+TASK_MODULES: tuple[str, ...] = (
+    "imaginebench.envs.clevr.tasks",
+    "imaginebench.envs.babyai.tasks",
+)
 SPLITS = ("data", "eval")
 
 

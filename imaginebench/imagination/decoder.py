@@ -124,10 +124,19 @@ class Imaginer:
         module: the fine-tuned grounding module (its model, tokenizer and prompts).
         decoding: decoding settings.
         seed: seed of sampled decoding.
+        integer_states: round every predicted state to integers before it is stored and fed
+            back (grid domains such as BabyAI, whose states are cell coordinates and indices).
     """
 
-    def __init__(self, module: Any, decoding: DecodingConfig | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        module: Any,
+        decoding: DecodingConfig | None = None,
+        seed: int = 0,
+        integer_states: bool = False,
+    ) -> None:
         self.module = module
+        self.integer_states = integer_states
         self.model = module.model
         self.builder = module.builder
         self.decoding = decoding or DecodingConfig()
@@ -182,6 +191,8 @@ class Imaginer:
             action = self._choose(seq.last)
             hidden = seq.feed(self.model.embed_actions(action))
             next_state = self.model.next_state(hidden, current)
+            if self.integer_states:
+                next_state = next_state.round()
             values = next_state.cpu().numpy()
             chosen = action.cpu().numpy()
             finished = []

@@ -82,7 +82,8 @@ def imagine_level(
     specs = spec.make_suite().episodes(level, rollouts, seed, split="data")
     torch.manual_seed(seed)
     started = time.perf_counter()
-    imagined = Imaginer(module, decoding, seed).imagine(specs, horizon, progress=progress)
+    imaginer = Imaginer(module, decoding, seed, integer_states=spec.integer_states)
+    imagined = imaginer.imagine(specs, horizon, progress=progress)
     seconds = time.perf_counter() - started
     kept = [r for r in imagined if not r.diverged]
     episodes = [to_episode(r, spec.episode_rewards(r.spec.task, r.states)) for r in kept]
