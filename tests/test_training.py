@@ -17,20 +17,36 @@ from imaginebench.modules.offline import DiscreteCQL
 from imaginebench.train_cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(  # the offline RL configs (not grounding / imagination)
-    c for c in (ROOT / "configs").glob("*_clevr.yaml") if "modules.offline" in c.read_text()
+CONFIGS = sorted(  # the offline RL configs of every domain (not grounding / imagination)
+    c for c in (ROOT / "configs").glob("*_*.yaml") if "modules.offline" in c.read_text()
 )
+
+
+def _domain(config: Path) -> str:
+    return yaml.safe_load(config.read_text())["data"]["init_args"]["domain"]
+
+
+def _collect(directory: Path, domain: str) -> Path:
+    from imaginebench.data.collect import collect
+    from imaginebench.data.format import save_dataset
+
+    path = directory / f"{domain}_real.h5"
+    dataset, _ = collect(domain, "train", 40, seed=0, epsilon=0.2, progress=False)
+    save_dataset(dataset, path)
+    return path
 
 
 @pytest.fixture(scope="module")
 def real_path(tmp_path_factory):
-    from imaginebench.data.collect import collect
-    from imaginebench.data.format import save_dataset
+    return _collect(tmp_path_factory.mktemp("data"), "clevr")
 
-    path = tmp_path_factory.mktemp("data") / "real.h5"
-    dataset, _ = collect("clevr", "train", 40, seed=0, epsilon=0.2, progress=False)
-    save_dataset(dataset, path)
-    return path
+
+@pytest.fixture(scope="module")
+def real_paths(tmp_path_factory, real_path):
+    """Small real datasets per domain (CLEVR's is ``real_path``)."""
+    directory = tmp_path_factory.mktemp("domains")
+    domains = sorted({_domain(c) for c in CONFIGS} - {"clevr"})
+    return {"clevr": real_path, **{d: _collect(directory, d) for d in domains}}
 
 
 def _trainer(steps, **kwargs):
@@ -103,16 +119,20 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
-def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_path):
-    small = _small_config(config, tmp_path, real_path)
+def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_paths):
+    from imaginebench.data.format import load_dataset
+
+    real = real_paths[_domain(config)]
+    small = _small_config(config, tmp_path, real)
     cli = run(["fit", "-c", str(small)])
     assert cli.trainer.global_step == 6
     last = tmp_path / "ckpt" / "last.ckpt"
     assert last.exists()
     # a checkpoint alone rebuilds the policy (sizes and normalisers included)
     restored = type(cli.model).load_from_checkpoint(last)
-    states = np.random.default_rng(0).uniform(-0.4, 0.4, size=(5, 10)).astype(np.float32)
-    words = ["Push the red ball to the left of the blue ball"] * 5
+    data = load_dataset(real)
+    states = data.states[:5]
+    words = [data.instructions[data.episode_instruction[0]]] * 5
     np.testing.assert_array_equal(restored.act(states, words), cli.model.act(states, words))
     events = list((tmp_path / "runs").rglob("events.out.tfevents.*"))
     assert events, "TensorBoard logging is on by default"
