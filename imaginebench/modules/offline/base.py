@@ -32,6 +32,10 @@ from torch.func import functional_call
 from imaginebench.modules.backbone import DEFAULT_ENCODER, InstructionBank, Pooling
 
 LossParts = dict[str, tuple[str, ...]]  # loss term -> top-level submodules it may train
+# Plain attributes written on every step: Lightning's hook bookkeeping (set twice per hook call,
+# ~30 times per update) and our logging flag. ``nn.Module.__setattr__`` spends ~7 us on each
+# checking for parameters, buffers and submodules; these are never any of those.
+_PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "log_now"})
 
 
 def frozen(module: nn.Module, *args: Any) -> Any:
@@ -115,6 +119,12 @@ class OfflineRLModule(L.LightningModule):
         self.data_to_bank = torch.zeros(0, dtype=torch.long)
         self.train_embeddings = torch.zeros(0, 0)
         self.log_now = True  # True on steps whose diagnostics get logged
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _PLAIN_ATTRIBUTES:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     # -- hooks for subclasses -----------------------------------------------------------------
     def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:

@@ -1,23 +1,24 @@
-"""Regenerate docs/results/clevr_offline.md: success per level of BC and CQL on CLEVR-Robot
+"""Regenerate docs/results/<domain>_offline.md: success per level of offline RL algorithms
 trained on real data only, on real + imaginary data of a level, and on real + "oracle" data
 (expert rollouts of the level's novel tasks) — ImagineBench's Fig. 5/6 comparison — over
 several seeds, plus the random-policy chance level.
 
-    python benchmarks/clevr_offline.py --seeds 0 1 2
-    python benchmarks/clevr_offline.py --seeds 0 --variants real     # real-only baselines
+    python benchmarks/offline_results.py --domain clevr --algos bc cql --seeds 0 1 2
+    python benchmarks/offline_results.py --domain babyai --variants real     # real-only baselines
 
-Each run is exactly ``imaginebench fit -c configs/<algo>_clevr.yaml`` with the seed and the
+Each run is exactly ``imaginebench fit -c configs/<algo>_<domain>.yaml`` with the seed and the
 second data stream changed (``--data.init_args.imaginary``; half of every batch comes from it):
 
 * ``real``: no second stream;
 * ``imaginary``: one run per level with the shipped imaginary dataset of that level
-  (``shipped:clevr/imaginary_<level>.h5``, from ``imaginebench imagine``);
+  (``shipped:<domain>/imaginary_<level>.h5``, from ``imaginebench imagine``);
 * ``oracle``: one run per level with real expert rollouts of that level's tasks, collected like
   the real data (``--oracle-episodes`` episodes, epsilon 0.2, one wording each).
 
 The final score is the config's ``test_episodes_per_level`` episodes per level on the fixed
 evaluation set (seed 0). Per-level variants report each level from the run with that level's
-data, and for ``train`` the mean over their three runs.
+data, and for ``train`` the mean over their three runs. Finished runs are found again under
+``--work-dir`` (``--reuse``; ``--existing-only`` tabulates them without training).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -36,39 +38,47 @@ import yaml
 from imaginebench.callbacks.evaluation import evaluate_level
 from imaginebench.data.collect import CollectConfig
 from imaginebench.datamodules.real_imaginary import default_cache_dir, ensure_real_dataset
+from imaginebench.envs import DOMAINS, get_domain, make
 from imaginebench.envs.base import LEVELS
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 class RandomPolicy:
-    def __init__(self, seed: int) -> None:
+    """Uniformly random actions of an environment's action space."""
+
+    def __init__(self, action_space, seed: int) -> None:
+        self.space = action_space
         self.rng = np.random.default_rng(seed)
 
     def act(self, states, instructions):
-        return self.rng.integers(0, 40, size=len(states))
+        if hasattr(self.space, "n"):
+            return self.rng.integers(0, self.space.n, size=len(states))
+        low, high = self.space.low, self.space.high
+        return self.rng.uniform(low, high, size=(len(states), *self.space.shape))
 
 
 NOVEL_LEVELS = ("rephrase", "easy", "hard")
 
 
-def oracle_path(level: str, episodes: int) -> Path:
+def oracle_path(domain: str, level: str, episodes: int) -> Path:
     """Expert rollouts of ``level`` (collected once into the cache)."""
     config = CollectConfig(episodes=episodes, seed=0, level=level, epsilon=0.2, paraphrases=1)
-    path = default_cache_dir() / config.filename("clevr")
-    ensure_real_dataset("clevr", path, config)
+    path = default_cache_dir() / config.filename(domain)
+    ensure_real_dataset(domain, path, config)
     return path
 
 
-def second_stream(variant: str, level: str | None, oracle_episodes: int) -> list[str]:
+def second_stream(domain: str, variant: str, level: str | None, oracle_episodes: int) -> list[str]:
     if variant == "real":
         return []
     if variant == "imaginary":
-        return [f"shipped:clevr/imaginary_{level}.h5"]
-    return [str(oracle_path(level, oracle_episodes))]
+        return [f"shipped:{domain}/imaginary_{level}.h5"]
+    return [str(oracle_path(domain, level, oracle_episodes))]
 
 
 def run(
+    domain: str,
     algo: str,
     seed: int,
     out_dir: Path,
@@ -77,7 +87,7 @@ def run(
     tag: str,
     existing_only: bool = False,
 ) -> dict | None:
-    config = ROOT / "configs" / f"{algo}_clevr.yaml"
+    config = ROOT / "configs" / f"{algo}_{domain}.yaml"
     save_dir = out_dir / "runs" / tag
     name = yaml.safe_load(config.read_text())["trainer"]["logger"]["init_args"]["name"]
     result_file = save_dir / name / f"seed{seed}" / "results.json"
@@ -116,7 +126,10 @@ def _cell(values: list[float], seeds: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--domain", default="clevr", choices=sorted(DOMAINS))
     parser.add_argument("--algos", nargs="+", default=["bc", "cql"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument(
@@ -126,8 +139,8 @@ def main() -> None:
         choices=["real", "imaginary", "oracle"],
     )
     parser.add_argument("--oracle-episodes", type=int, default=1000)
-    parser.add_argument("--work-dir", default="outputs/clevr_offline")
-    parser.add_argument("--out", default="docs/results/clevr_offline.md")
+    parser.add_argument("--work-dir", default=None, help="default: outputs/<domain>_offline")
+    parser.add_argument("--out", default=None, help="default: docs/results/<domain>_offline.md")
     parser.add_argument("--reuse", action="store_true", help="reuse finished runs' results.json")
     parser.add_argument(
         "--existing-only",
@@ -135,7 +148,12 @@ def main() -> None:
         help="tabulate finished runs only (cells with fewer seeds say n=...)",
     )
     args = parser.parse_args()
-    work = Path(args.work_dir).resolve()
+    domain = args.domain
+    for algo in args.algos:
+        if not (ROOT / "configs" / f"{algo}_{domain}.yaml").is_file():
+            parser.error(f"no config configs/{algo}_{domain}.yaml")
+    work = Path(args.work_dir or f"outputs/{domain}_offline").resolve()
+    out = Path(args.out or f"docs/results/{domain}_offline.md")
     work.mkdir(parents=True, exist_ok=True)
 
     rows, budgets, episodes = [], [], 200
@@ -144,10 +162,10 @@ def main() -> None:
             levels = [None] if variant == "real" else list(NOVEL_LEVELS)
             runs = {}  # level -> results per seed
             for level in levels:
-                data = second_stream(variant, level, args.oracle_episodes)
+                data = second_stream(domain, variant, level, args.oracle_episodes)
                 tag = variant if level is None else f"{variant}_{level}"
                 done = [
-                    run(algo, s, work, args.reuse, data, tag, args.existing_only)
+                    run(domain, algo, s, work, args.reuse, data, tag, args.existing_only)
                     for s in args.seeds
                 ]
                 runs[level] = [r for r in done if r is not None]
@@ -181,37 +199,39 @@ def main() -> None:
                 + f" | {minutes} |"
             )
             print(rows[-1], flush=True)
-    config = yaml.safe_load((ROOT / "configs" / "cql_clevr.yaml").read_text())
+    config = yaml.safe_load((ROOT / "configs" / f"{args.algos[0]}_{domain}.yaml").read_text())
     collect = config["data"]["init_args"]["collect"]
-    chance = [
-        evaluate_level(RandomPolicy(0), "clevr", lv, episodes, seed=0).success for lv in LEVELS
-    ]
+    limits, chance = [], []
+    for level in LEVELS:
+        env = make(domain, level).unwrapped
+        limits.append(f"{level} {env.max_episode_steps}")
+        policy = RandomPolicy(env.action_space, seed=0)
+        chance.append(evaluate_level(policy, domain, level, episodes, seed=0).success)
     rows.append("| random policy | | " + " | ".join(f"{100 * c:.1f}" for c in chance) + " | |")
+    command = shlex.join(["python", "benchmarks/offline_results.py", *sys.argv[1:]])
     lines = [
-        "# CLEVR-Robot: offline RL on real, imaginary and oracle data",
+        f"# {get_domain(domain).env_id}: offline RL on real, imaginary and oracle data",
         "",
-        "Generated by `python benchmarks/clevr_offline.py --seeds "
-        f"{' '.join(map(str, args.seeds))} --variants {' '.join(args.variants)}` "
-        f"on {time.strftime('%Y-%m-%d')} ({platform.machine()}, CPU, 2 cores). Each run: the "
-        f"shipped config (`configs/<algo>_clevr.yaml`; {', '.join(budgets)}, batch 256), real "
-        f"data collected by the expert ({collect['episodes']} episodes, epsilon "
-        f"{collect['epsilon']}, each stored with {collect['paraphrases']} training wordings); "
-        "`real + imaginary` adds, per level, the shipped imaginary dataset of that level "
-        "(half of every batch); `real + oracle` adds instead real expert rollouts of that "
-        f"level's tasks ({args.oracle_episodes} episodes, epsilon 0.2). Then {episodes} "
-        "evaluation episodes per level on the fixed evaluation set (seed 0; time limit 50 "
-        "steps, 5 at the easy level). Success in % (mean ± std over the seeds); per-level "
-        "variants score each level with the runs trained on that level's data and `train` "
-        "with the mean over all their runs; `n=` marks cells with fewer runs than asked. "
-        "The random policy pushes a uniformly random ball in a "
-        "uniformly random direction.",
+        f"Generated by `{command}` on {time.strftime('%Y-%m-%d')} ({platform.machine()}, CPU, "
+        f"2 cores). Each run: the shipped config (`configs/<algo>_{domain}.yaml`; "
+        f"{', '.join(budgets)}, batch 256), real data collected by the expert "
+        f"({collect['episodes']} episodes, epsilon {collect['epsilon']}, each stored with "
+        f"{collect['paraphrases']} training wordings); `real + imaginary` adds, per level, the "
+        "shipped imaginary dataset of that level (half of every batch); `real + oracle` adds "
+        f"instead real expert rollouts of that level's tasks ({args.oracle_episodes} episodes, "
+        f"epsilon 0.2). Then {episodes} evaluation episodes per level on the fixed evaluation "
+        f"set (seed 0; time limits {', '.join(limits)} steps). Success in % (mean ± std over "
+        "the seeds); per-level variants score each level with the runs trained on that level's "
+        "data and `train` with the mean over all their runs; `n=` marks cells with fewer runs "
+        "than asked. The random policy takes uniformly random actions. Minutes per run are "
+        "wall-clock on a shared machine (indicative only).",
         "",
         "| algorithm | data | train | rephrase | easy | hard | minutes per run |",
         "|---|---|---|---|---|---|---|",
         *rows,
     ]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
