@@ -1,9 +1,9 @@
 """Summarise a grounding fine-tune from its TensorBoard log: the loss curve (train losses
 averaged over windows, validation losses at every evaluation) and the wall-clock time. Writes
-docs/results/grounding_clevr.md.
+docs/results/grounding_<domain>.md.
 
     imaginebench fit -c configs/grounding_clevr.yaml           # the run (writes runs/grounding_clevr)
-    python benchmarks/grounding_report.py --log-dir runs/grounding_clevr/version_0
+    python benchmarks/grounding_report.py --domain clevr       # reads runs/grounding_clevr/version_0
 """
 
 from __future__ import annotations
@@ -22,11 +22,17 @@ TRAIN = ("loss", "state_mse", "state_mae", "action_ce", "action_accuracy", "toke
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--log-dir", default="runs/grounding_clevr/version_0")
-    parser.add_argument("--config", default=str(ROOT / "configs" / "grounding_clevr.yaml"))
+    parser.add_argument("--domain", default="clevr")
+    parser.add_argument(
+        "--log-dir", default=None, help="default: runs/grounding_<domain>/version_0"
+    )
+    parser.add_argument("--config", default=None, help="default: configs/grounding_<domain>.yaml")
     parser.add_argument("--window", type=int, default=50, help="steps per row of the curve")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "grounding_clevr.md"))
+    parser.add_argument("--out", default=None, help="default: docs/results/grounding_<domain>.md")
     args = parser.parse_args()
+    args.log_dir = args.log_dir or f"runs/grounding_{args.domain}/version_0"
+    args.config = args.config or str(ROOT / "configs" / f"grounding_{args.domain}.yaml")
+    args.out = args.out or str(ROOT / "docs" / "results" / f"grounding_{args.domain}.md")
     events = EventAccumulator(args.log_dir, size_guidance={"scalars": 0})
     events.Reload()
     scalars = events.Tags()["scalars"]
@@ -70,10 +76,11 @@ def main() -> None:
     data = config["data"]["init_args"]
     report = "\n".join(
         [
-            "# Grounding fine-tune on CLEVR-Robot",
+            f"# Grounding fine-tune on {args.domain}",
             "",
-            f"`imaginebench fit -c configs/grounding_clevr.yaml`, summarised by "
-            f"`python benchmarks/grounding_report.py --log-dir {args.log_dir}` "
+            f"`imaginebench fit -c {Path(args.config).relative_to(ROOT)}`, summarised by "
+            f"`python benchmarks/grounding_report.py --domain {args.domain} --log-dir "
+            f"{args.log_dir}` "
             f"({platform.machine()}, CPU, 2 cores).",
             "",
             f"SmolLM2-135M-Instruct (`{model['lm']}`, {model['precision']}), LoRA rank "
@@ -86,7 +93,7 @@ def main() -> None:
             "`state_mae` is the mean absolute error of predicted states in table units "
             "(the first state of a rollout, predicted from the text alone, included); "
             "`action_accuracy` the fraction of the expert's actions the model ranks first "
-            "(the expert is multi-modal: several different pushes achieve a goal, so this is a "
+            "(the expert is multi-modal: several different action sequences reach a goal, so this is a "
             "pessimistic measure; the consistency of imagined rollouts is the one that counts).",
             "",
             "## Training curve (means over windows)",
