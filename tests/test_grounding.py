@@ -386,3 +386,34 @@ def test_collect_config_is_shared_with_the_rl_configs():
     assert CollectConfig(**grounding["data"]["init_args"]["collect"]) == CollectConfig(
         **rl["data"]["init_args"]["collect"]
     )
+
+
+def test_babyai_grounding_imagines_integer_grid_states(tmp_path):
+    """The pipeline is domain-generic: a BabyAI grounding checkpoint imagines rollouts whose
+    states are rounded to the grid's integers and which are judged by BabyAI's quality judge."""
+    from imaginebench.data.collect import collect
+    from imaginebench.imagination.run import imagine_level
+
+    real = tmp_path / "babyai_real.h5"
+    dataset, _ = collect("babyai", "train", 30, seed=0, epsilon=0.2, paraphrases=2, progress=False)
+    save_dataset(dataset, real)
+    dm = GroundingDataModule(real=str(real), domain="babyai", batch_size=8, seed=0)
+    module = _tiny(dm)
+    trainer = _trainer(3)
+    trainer.fit(module, dm)
+    ckpt = tmp_path / "g.ckpt"
+    trainer.save_checkpoint(ckpt)
+    imagined, report = imagine_level(
+        "hard",
+        str(ckpt),
+        str(tmp_path / "im_{level}.h5"),
+        domain="babyai",
+        rollouts=6,
+        horizon=5,
+        progress=False,
+    )
+    assert imagined.domain == "babyai" and len(imagined) >= 1
+    np.testing.assert_array_equal(imagined.states, np.rint(imagined.states))
+    assert report.level == "hard" and 0.0 <= report.legality <= 1.0
+    reloaded = load_dataset(tmp_path / "im_hard.h5")
+    assert reloaded.provenance["level"] == "hard"
