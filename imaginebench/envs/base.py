@@ -147,6 +147,32 @@ class TaskSuite(ABC):
         instruction = wordings[int(rng.integers(len(wordings)))]
         return EpisodeSpec(task, instruction, self.sample_initial_state(task, rng), level)
 
+    def plan_episode(
+        self, level: Level, options: dict[str, Any], rng: np.random.Generator
+    ) -> EpisodeSpec:
+        """The episode an env's ``reset(options=...)`` starts: ``options["episode"]`` whole, or
+        built from any of ``"task"`` (a :class:`Task` or its spec), ``"instruction"`` and
+        ``"initial_state"``, the rest drawn from ``rng`` (a task's wording of ``level``, an
+        initial state where the task is not yet accomplished)."""
+        if options.get("episode") is not None:
+            return options["episode"]
+        task = options.get("task")
+        if task is None:
+            drawn = self.sample_episode(level, rng)
+            task, instruction, initial = drawn.task, drawn.instruction, drawn.initial_state
+        else:
+            task = Task.from_spec(task) if isinstance(task, (str, dict)) else task
+            wordings = task.instructions(self.wording(level))
+            instruction = wordings[int(rng.integers(len(wordings)))]
+            initial = None
+        if options.get("instruction") is not None:
+            instruction = options["instruction"]
+        if options.get("initial_state") is not None:
+            initial = options["initial_state"]
+        if initial is None:
+            initial = self.sample_initial_state(task, rng)
+        return EpisodeSpec(task, instruction, np.asarray(initial), level)
+
     def episodes(
         self, level: Level, n: int, seed: int, split: Literal["data", "eval"] = "eval"
     ) -> list[EpisodeSpec]:

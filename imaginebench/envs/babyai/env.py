@@ -15,7 +15,7 @@ from imaginebench.envs.babyai.world import (
     STATE_DIM,
     BabyAIWorld,
 )
-from imaginebench.envs.base import EpisodeSpec, Level, Task, check_level
+from imaginebench.envs.base import Level, Task, check_level
 
 SUCCESS_DECAY = 0.9  # success reward 1 - 0.9 * steps / 128
 
@@ -90,34 +90,13 @@ class BabyAIEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        episode = self._plan(dict(options or {}))
+        episode = self.suite.plan_episode(self.level, dict(options or {}), self.np_random)
         self.world = BabyAIWorld(np.asarray(episode.initial_state))  # validates
         self.task, self.instruction = episode.task, episode.instruction
         state = self.world.state()
         self.trajectory = [state]
         self._d_start = self._d_prev = self._distance(state)
         return state.copy(), self._info(success=False)
-
-    def _plan(self, options: dict[str, Any]) -> EpisodeSpec:
-        """The episode to start: given whole, built from given parts, or drawn from the suite."""
-        if options.get("episode") is not None:
-            return options["episode"]
-        task = options.get("task")
-        if task is None:
-            drawn = self.suite.sample_episode(self.level, self.np_random)
-            task, instruction, initial = drawn.task, drawn.instruction, drawn.initial_state
-        else:
-            task = Task.from_spec(task) if isinstance(task, (str, dict)) else task
-            wordings = task.instructions(self.suite.wording(self.level))
-            instruction = wordings[int(self.np_random.integers(len(wordings)))]
-            initial = None
-        if options.get("instruction") is not None:
-            instruction = options["instruction"]
-        if options.get("initial_state") is not None:
-            initial = options["initial_state"]
-        if initial is None:
-            initial = self.suite.sample_initial_state(task, self.np_random)
-        return EpisodeSpec(task, instruction, np.asarray(initial), self.level)
 
     def _distance(self, state: np.ndarray) -> float:
         assert self.task is not None

@@ -7,7 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from imaginebench.envs.base import EpisodeSpec, Level, Task, check_level
+from imaginebench.envs.base import Level, Task, check_level
 from imaginebench.envs.clevr.physics import (
     NUM_ACTIONS,
     STATE_DIM,
@@ -87,7 +87,7 @@ class ClevrEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        episode = self._plan(dict(options or {}))
+        episode = self.suite.plan_episode(self.level, dict(options or {}), self.np_random)
         initial = np.asarray(episode.initial_state, dtype=np.float32)
         if initial.shape != (STATE_DIM,) or not np.all(np.isfinite(initial)):
             raise ValueError(f"initial_state must be {STATE_DIM} finite numbers, got {initial!r}")
@@ -96,27 +96,6 @@ class ClevrEnv(gym.Env):
         state = self.physics.state()
         self.trajectory = [state]
         return state.copy(), self._info(success=False)
-
-    def _plan(self, options: dict[str, Any]) -> EpisodeSpec:
-        """The episode to start: given whole, built from given parts, or drawn from the suite."""
-        if options.get("episode") is not None:
-            return options["episode"]
-        task = options.get("task")
-        if task is None:
-            drawn = self.suite.sample_episode(self.level, self.np_random)
-            task, instruction, initial = drawn.task, drawn.instruction, drawn.initial_state
-        else:
-            task = Task.from_spec(task) if isinstance(task, (str, dict)) else task
-            wordings = task.instructions(self.suite.wording(self.level))
-            instruction = wordings[int(self.np_random.integers(len(wordings)))]
-            initial = None
-        if options.get("instruction") is not None:
-            instruction = options["instruction"]
-        if options.get("initial_state") is not None:
-            initial = options["initial_state"]
-        if initial is None:
-            initial = self.suite.sample_initial_state(task, self.np_random)
-        return EpisodeSpec(task, instruction, np.asarray(initial), self.level)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.task is None:
