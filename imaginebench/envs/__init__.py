@@ -18,8 +18,10 @@ from imaginebench.envs.base import LEVELS, EpisodeSpec, Level, Task, TaskSuite, 
 class Domain:
     """How to build a domain's environment, task suite, scripted expert and quality judge.
 
-    ``episode_rewards(task, states)`` gives the rewards of a state sequence (used for imagined
-    rollouts, so they are rewarded exactly like simulated ones); ``make_quality()`` returns an
+    ``episode_rewards(task, states, actions)`` gives the rewards ``(T,)`` of a rollout of
+    ``T + 1`` states and ``T`` actions (used for imagined rollouts, so they are rewarded exactly
+    like simulated ones); CLEVR and BabyAI ignore the actions, HalfCheetah needs them for its
+    control cost. ``make_quality()`` returns an
     object with ``legal(states) -> (N,) bool`` and ``correct_transitions(states, actions) ->
     (T,) bool`` for the imagination quality report. ``integer_states`` marks grid domains whose
     states are integers (cell coordinates, indices): imagined states are rounded to them.
@@ -29,7 +31,7 @@ class Domain:
     env_id: str
     make_suite: Callable[[], TaskSuite]
     make_expert: Callable[..., Any]
-    episode_rewards: Callable[[Task, np.ndarray], np.ndarray]
+    episode_rewards: Callable[[Task, np.ndarray, np.ndarray], np.ndarray]
     make_quality: Callable[[], Any]
     integer_states: bool = False
 
@@ -46,7 +48,7 @@ def _clevr_expert(**kwargs: Any) -> Any:
     return ClevrExpert(**kwargs)
 
 
-def _clevr_rewards(task: Task, states: np.ndarray) -> np.ndarray:
+def _clevr_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
     from imaginebench.envs.clevr.env import episode_rewards
 
     return episode_rewards(task, states)
@@ -70,7 +72,7 @@ def _babyai_expert(**kwargs: Any) -> Any:
     return BabyAIExpert(**kwargs)
 
 
-def _babyai_rewards(task: Task, states: np.ndarray) -> np.ndarray:
+def _babyai_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
     from imaginebench.envs.babyai.env import episode_rewards
 
     return episode_rewards(task, states)
@@ -80,6 +82,30 @@ def _babyai_quality() -> Any:
     from imaginebench.envs.babyai.quality import BabyAIQuality
 
     return BabyAIQuality()
+
+
+def _halfcheetah_suite() -> TaskSuite:
+    from imaginebench.envs.halfcheetah.suite import HalfCheetahTaskSuite
+
+    return HalfCheetahTaskSuite()
+
+
+def _halfcheetah_expert(**kwargs: Any) -> Any:
+    raise NotImplementedError(
+        "HalfCheetah experts are trained by reinforcement learning per task: not yet available"
+    )
+
+
+def _halfcheetah_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    from imaginebench.envs.halfcheetah.env import episode_rewards
+
+    return episode_rewards(task, states, actions)
+
+
+def _halfcheetah_quality() -> Any:
+    from imaginebench.envs.halfcheetah.quality import HalfCheetahQuality
+
+    return HalfCheetahQuality()
 
 
 DOMAINS: dict[str, Domain] = {
@@ -99,6 +125,14 @@ DOMAINS: dict[str, Domain] = {
         _babyai_rewards,
         _babyai_quality,
         integer_states=True,
+    ),
+    "halfcheetah": Domain(
+        "halfcheetah",
+        "imaginebench/HalfCheetah-v0",
+        _halfcheetah_suite,
+        _halfcheetah_expert,
+        _halfcheetah_rewards,
+        _halfcheetah_quality,
     ),
 }
 
@@ -126,6 +160,13 @@ if "imaginebench/BabyAI-v0" not in gym.registry:
     gym.register(
         id="imaginebench/BabyAI-v0",
         entry_point="imaginebench.envs.babyai.env:BabyAIEnv",
+        disable_env_checker=True,
+    )
+
+if "imaginebench/HalfCheetah-v0" not in gym.registry:
+    gym.register(
+        id="imaginebench/HalfCheetah-v0",
+        entry_point="imaginebench.envs.halfcheetah.env:HalfCheetahEnv",
         disable_env_checker=True,
     )
 

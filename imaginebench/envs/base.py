@@ -21,6 +21,7 @@ Wording = Literal["train", "rephrase"]
 TASK_MODULES: tuple[str, ...] = (
     "imaginebench.envs.clevr.tasks",
     "imaginebench.envs.babyai.tasks",
+    "imaginebench.envs.halfcheetah.tasks",
 )
 SPLITS = ("data", "eval")
 

@@ -86,7 +86,7 @@ def imagine_level(
     imagined = imaginer.imagine(specs, horizon, progress=progress)
     seconds = time.perf_counter() - started
     kept = [r for r in imagined if not r.diverged]
-    episodes = [to_episode(r, spec.episode_rewards(r.spec.task, r.states)) for r in kept]
+    episodes = [to_episode(r, spec.episode_rewards(r.spec.task, r.states, r.actions)) for r in kept]
     if not episodes:
         raise RuntimeError("every imagined rollout diverged; nothing to write")
     hp = module.hparams
