@@ -20,11 +20,17 @@ from imaginebench.envs.base import Task
 ROOT = Path(__file__).resolve().parents[1]
 CLEVR = SHIPPED_ROOT / "clevr"
 LEVELS = ("rephrase", "easy", "hard")
+SHIPPED_DOMAINS = sorted(d.name for d in SHIPPED_ROOT.iterdir() if (d / MANIFEST).is_file())
 
 
-def test_manifest_matches_the_shipped_files():
-    verify_manifest(CLEVR)
-    manifest = json.loads((CLEVR / MANIFEST).read_text())
+def test_clevr_and_babyai_data_ship():
+    assert {"clevr", "babyai"} <= set(SHIPPED_DOMAINS)
+
+
+@pytest.mark.parametrize("domain", SHIPPED_DOMAINS)
+def test_manifest_matches_the_shipped_files(domain):
+    verify_manifest(SHIPPED_ROOT / domain)
+    manifest = json.loads((SHIPPED_ROOT / domain / MANIFEST).read_text())
     assert set(manifest["files"]) == {f"imaginary_{level}.h5" for level in LEVELS}
     total = sum(entry["bytes"] for entry in manifest["files"].values())
     assert total < 8e6, f"shipped data should stay small, got {total / 1e6:.1f} MB"
@@ -48,10 +54,11 @@ def test_a_tampered_file_fails_verification(tmp_path):
         verify_manifest(tmp_path)
 
 
+@pytest.mark.parametrize("domain", SHIPPED_DOMAINS)
 @pytest.mark.parametrize("level", LEVELS)
-def test_shipped_imaginary_data_is_valid_and_self_consistent(level):
-    dataset = load_dataset(resolve_data_path(f"shipped:clevr/imaginary_{level}.h5"))
-    assert dataset.domain == "clevr" and len(dataset) > 100
+def test_shipped_imaginary_data_is_valid_and_self_consistent(domain, level):
+    dataset = load_dataset(resolve_data_path(f"shipped:{domain}/imaginary_{level}.h5"))
+    assert dataset.domain == domain and len(dataset) > 100
     assert set(dataset.episode_source.tolist()) == {1}  # imaginary
     assert dataset.provenance["level"] == level
     # the success flags are the tasks' own judgement of the imagined states
