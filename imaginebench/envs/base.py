@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
+import gymnasium as gym
 import numpy as np
 
 Level = Literal["train", "rephrase", "easy", "hard"]
@@ -186,3 +187,25 @@ class TaskSuite(ABC):
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         rng = np.random.default_rng([seed, LEVELS.index(check_level(level)), SPLITS.index(split)])
         return [self.sample_episode(level, rng) for _ in range(n)]
+
+
+class InstructionEnv(gym.Env):
+    """Base of the domains' gymnasium envs: the observation is the raw state, the instruction
+    travels in ``info``. Subclasses set ``level``, ``suite``, ``task`` and ``instruction`` and
+    report every step's ``info`` through :meth:`_info`."""
+
+    level: Level
+    suite: TaskSuite
+    task: Task | None
+    instruction: str
+
+    def _info(self, success: bool) -> dict[str, Any]:
+        """``instruction``, ``task`` (its spec), ``level`` and ``is_success``."""
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        return {
+            "instruction": self.instruction,
+            "task": self.task.spec(),
+            "level": self.level,
+            "is_success": success,
+        }

@@ -15,7 +15,7 @@ from imaginebench.envs.babyai.world import (
     STATE_DIM,
     BabyAIWorld,
 )
-from imaginebench.envs.base import Level, Task, check_level
+from imaginebench.envs.base import InstructionEnv, Level, Task, check_level
 
 SUCCESS_DECAY = 0.9  # success reward 1 - 0.9 * steps / 128
 
@@ -42,7 +42,7 @@ def episode_rewards(task: Task, states: np.ndarray) -> np.ndarray:
     return shaped_rewards(d[..., :1], d[..., :-1], d[..., 1:], success, steps)
 
 
-class BabyAIEnv(gym.Env):
+class BabyAIEnv(InstructionEnv):
     """The BabyAI room of the original benchmark, on minigrid's grid and objects.
 
     Observation: the 17-integer symbolic state as float32 (see
@@ -117,15 +117,6 @@ class BabyAIEnv(gym.Env):
         self._d_prev = d_next
         truncated = not success and steps >= self.max_episode_steps
         return state.copy(), reward, success, truncated, self._info(success)
-
-    def _info(self, success: bool) -> dict[str, Any]:
-        assert self.task is not None
-        return {
-            "instruction": self.instruction,
-            "task": self.task.spec(),
-            "level": self.level,
-            "is_success": success,
-        }
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array" or self.world is None:

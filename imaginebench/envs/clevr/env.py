@@ -7,7 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from imaginebench.envs.base import Level, Task, check_level
+from imaginebench.envs.base import InstructionEnv, Level, Task, check_level
 from imaginebench.envs.clevr.physics import (
     NUM_ACTIONS,
     STATE_DIM,
@@ -39,7 +39,7 @@ def episode_rewards(task: Task, states: np.ndarray) -> np.ndarray:
     return (PROGRESS_REWARD_SCALE * np.diff(progress) + SUCCESS_BONUS * success).astype(np.float32)
 
 
-class ClevrEnv(gym.Env):
+class ClevrEnv(InstructionEnv):
     """Five balls on a table; each action pushes one ball in one of 8 directions.
 
     Observation: the 10-d ball positions. The instruction is not part of the observation; it is
@@ -107,15 +107,6 @@ class ClevrEnv(gym.Env):
         reward = float(episode_rewards(self.task, states)[-1])
         truncated = not success and len(self.trajectory) - 1 >= self.max_episode_steps
         return state.copy(), reward, success, truncated, self._info(success)
-
-    def _info(self, success: bool) -> dict[str, Any]:
-        assert self.task is not None
-        return {
-            "instruction": self.instruction,
-            "task": self.task.spec(),
-            "level": self.level,
-            "is_success": success,
-        }
 
     # ------------------------------------------------------------------------------------------
     def render(self) -> np.ndarray | None:

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv as _GymHalfCheetah
 
-from imaginebench.envs.base import Level, Task, check_level
+from imaginebench.envs.base import InstructionEnv, Level, Task, check_level
 from imaginebench.envs.halfcheetah.physics import (
     ACTION_DIM,
     CTRL_COST_WEIGHT,
@@ -43,7 +43,7 @@ def episode_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.n
     return (task.speed_reward(forward) + ctrl).astype(np.float32)
 
 
-class HalfCheetahEnv(gym.Env):
+class HalfCheetahEnv(InstructionEnv):
     """Gymnasium's HalfCheetah-v5 body, physics and reset noise, conditioned on an instruction.
 
     Observation: the 18-d state ``[Δx, 17-d HalfCheetah-v5 observation]`` (float32), ``Δx`` the
@@ -117,15 +117,6 @@ class HalfCheetahEnv(gym.Env):
         reward = float(episode_rewards(self.task, states[-2:], action[None])[-1])
         truncated = not success and len(self.trajectory) - 1 >= self.max_episode_steps
         return state.copy(), reward, success, truncated, self._info(success)
-
-    def _info(self, success: bool) -> dict[str, Any]:
-        assert self.task is not None
-        return {
-            "instruction": self.instruction,
-            "task": self.task.spec(),
-            "level": self.level,
-            "is_success": success,
-        }
 
     # ------------------------------------------------------------------------------------------
     def render(self) -> np.ndarray | None:
