@@ -37,7 +37,7 @@ from imaginebench.envs.babyai.world import (
     SLOT,
     STATE_DIM,
 )
-from imaginebench.envs.base import Level, Task, TaskSuite, Wording, check_level
+from imaginebench.envs.base import Level, Task, TaskSuite, check_level
 
 SUITE_SEED = 20240611  # fixes the subsample of put-next colour pairs once and for all
 PUTNEXT_PER_TYPE_PAIR = 10  # of the 36 colour pairs per ordered type pair (60 tasks in all)
@@ -79,9 +79,6 @@ class BabyAITaskSuite(TaskSuite):
 
     def tasks(self, level: Level) -> Sequence[Task]:
         return self._levels[check_level(level)]
-
-    def wording(self, level: Level) -> Wording:
-        return "rephrase" if level == "rephrase" else "train"
 
     def sample_initial_state(self, task: Task, rng: np.random.Generator) -> np.ndarray:
         """Ball, box, key and agent on four distinct random interior cells, the door closed at a

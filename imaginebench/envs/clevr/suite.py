@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from imaginebench.envs.base import Level, Task, TaskSuite, Wording, check_level
+from imaginebench.envs.base import Level, Task, TaskSuite, check_level
 from imaginebench.envs.clevr.physics import NUM_BALLS, X_RANGE, Y_RANGE
 from imaginebench.envs.clevr.tasks import (
     AllOf,
@@ -78,9 +78,6 @@ class ClevrTaskSuite(TaskSuite):
 
     def tasks(self, level: Level) -> Sequence[Task]:
         return self._levels[check_level(level)]
-
-    def wording(self, level: Level) -> Wording:
-        return "rephrase" if level == "rephrase" else "train"
 
     def sample_initial_state(self, task: Task, rng: np.random.Generator) -> np.ndarray:
         for _ in range(1000):

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import numpy as np
 
-from imaginebench.envs.base import Level, Task, TaskSuite, Wording, check_level
+from imaginebench.envs.base import Level, Task, TaskSuite, check_level
 from imaginebench.envs.halfcheetah.physics import RESET_NOISE_SCALE, load_model
 from imaginebench.envs.halfcheetah.tasks import HalfCheetahTask, Jump, JumpInPlace, Run, Shuttle
 
@@ -32,9 +32,6 @@ class HalfCheetahTaskSuite(TaskSuite):
 
     def tasks(self, level: Level) -> Sequence[Task]:
         return self._levels[check_level(level)]
-
-    def wording(self, level: Level) -> Wording:
-        return "rephrase" if level == "rephrase" else "train"
 
     def sample_initial_state(self, task: Task, rng: np.random.Generator) -> np.ndarray:
         """HalfCheetah-v5's reset distribution, drawn from ``rng``: the resting pose with
