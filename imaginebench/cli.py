@@ -71,6 +71,24 @@ def _manifest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_expert(args: argparse.Namespace) -> int:
+    if args.domain != "halfcheetah":
+        raise ValueError(
+            f"{args.domain!r} has a scripted expert; only halfcheetah's experts are trained"
+        )
+    import torch
+
+    from imaginebench.envs.halfcheetah.expert import SKILLS, train_skill
+    from imaginebench.modules.online_sac import OnlineSACConfig
+
+    torch.set_num_threads(args.threads)
+    skills = list(SKILLS) if args.skill == "all" else [args.skill]
+    config = OnlineSACConfig(total_steps=args.steps, seed=args.seed)
+    for skill in skills:
+        train_skill(skill, config, args.out_dir, progress=not args.quiet)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imaginebench",
@@ -122,6 +140,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
+
+    p = sub.add_parser(
+        "train-expert", help="train a domain's learned expert skills by online SAC (halfcheetah)"
+    )
+    p.add_argument("--domain", default="halfcheetah")
+    p.add_argument("--skill", default="all", help="a skill name or 'all' (default)")
+    p.add_argument("--steps", type=int, default=60_000, help="environment steps per skill")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    p.add_argument("--out-dir", default=None, help="default: the package's shipped weights")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_train_expert)
 
     p = sub.add_parser(
         "manifest", help="write MANIFEST.json (checksums, provenance) for a directory of datasets"

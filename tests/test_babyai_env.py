@@ -210,4 +210,3 @@ def test_render_rgb_frame():
     env.reset(seed=0)
     frame = env.render()
     assert frame.shape == (128, 128, 3) and frame.dtype == np.uint8 and frame.std() > 5
-

@@ -451,7 +451,7 @@ def test_setup_collects_without_prepare_data(tmp_path):
 
 
 def test_train_dataloader_without_and_with_trainer(data):
-    dm = make_dm(data, ratio=0.5, batch_size=16, seed=21)
+    dm = make_dm(data, ratio=0.5, batch_size=16, seed=21, updates_per_batch=1)
     assert dm.trainer is None
     first = next(iter(dm.train_dataloader()))
     assert same_batch(first, next(iter(dm.batches(0, 0, 1))))
@@ -462,3 +462,38 @@ def test_train_dataloader_without_and_with_trainer(data):
         dm.trainer = None
     assert same_batch(resumed, next(iter(dm.batches(5, 1, 2))))
     assert not same_batch(resumed, next(iter(dm.batches(5, 0, 2))))
+
+
+def test_stacked_batches_are_the_stream_and_stop_at_max_steps(data):
+    """The default hands over 8 consecutive batches per Lightning step; the stack before
+    max_steps is shortened so training ends exactly there."""
+    dm = make_dm(data, ratio=0.5, batch_size=16, seed=4)
+    assert dm.updates_per_batch == 8
+    dm.trainer = SimpleNamespace(
+        global_step=3, global_rank=0, world_size=1, max_steps=14, callbacks=[]
+    )
+    try:
+        stacks = iter(dm.train_dataloader())
+        first, second = next(stacks), next(stacks)
+    finally:
+        dm.trainer = None
+    assert first.batch_size == torch.Size([8, 16]) and second.batch_size == torch.Size([3, 16])
+    singles = iter(dm.batches(3, 0, 1))
+    for stack in (first, second):
+        for sub in stack.unbind(0):
+            assert same_batch(sub, next(singles))
+
+
+def test_checkpoint_interval_must_be_a_multiple_of_updates_per_batch(data):
+    dm = make_dm(data, updates_per_batch=4)
+    every_6 = SimpleNamespace(_every_n_train_steps=6)
+    dm.trainer = SimpleNamespace(
+        global_step=0, global_rank=0, world_size=1, max_steps=-1, callbacks=[every_6]
+    )
+    try:
+        with pytest.raises(ValueError, match="multiple of the data module's updates_per_batch=4"):
+            iter(dm.train_dataloader())
+        every_6._every_n_train_steps = 8
+        assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
+    finally:
+        dm.trainer = None

@@ -155,8 +155,6 @@ def test_reset_options_and_bad_input(resting):
         env.step(np.zeros(5))
     with pytest.raises(ValueError, match="6 finite"):
         env.step(np.full(6, np.nan))
-    with pytest.raises(NotImplementedError, match="not yet available"):
-        get_domain("halfcheetah").make_expert()
 
 
 def test_quality_judge_accepts_real_rollouts_and_rejects_corrupted_ones():

@@ -112,6 +112,7 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
     data["real"] = str(real)
     data["imaginary"] = [str(tmp_path / "absent_imaginary.h5")]
     data["batch_size"] = 32
+    data["updates_per_batch"] = 3  # 6 steps = 2 Lightning batches of 3 updates
     tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / config.name
     out.write_text(yaml.safe_dump(cfg))

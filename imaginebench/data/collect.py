@@ -91,6 +91,7 @@ def collect(
     env = make(domain, level).unwrapped
     expert = spec.make_expert(epsilon=epsilon, seed=seed)
     plans = env.suite.episodes(level, episodes, seed, split="data")
+    action_dtype = np.int64 if env.action_space.dtype.kind == "i" else np.float32
     out: list[Episode] = []
     successes: list[bool] = []
     simulated = 0
@@ -111,7 +112,7 @@ def collect(
             rewards.append(reward)
         episode = Episode(
             states=np.asarray(states, dtype=np.float32),
-            actions=np.asarray(actions, dtype=np.int64),
+            actions=np.asarray(actions, dtype=action_dtype),
             rewards=np.asarray(rewards, dtype=np.float32),
             terminated=bool(terminated),
             truncated=bool(truncated),

@@ -142,8 +142,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
         updates_per_batch: hand the trainer ``K`` consecutive batches at once, stacked into a
             ``(K, batch_size)`` TensorDict; the module makes one gradient update per slice.
             The stream and ``global_step`` (one per update) are unchanged; only Lightning's
-            per-batch overhead is paid once per ``K`` updates. Keep ``max_steps`` and
-            checkpoint/evaluation intervals multiples of ``K``.
+            per-batch overhead is paid once per ``K`` updates (default 8; 1 hands over
+            single batches). Training still stops at exactly ``max_steps``; step-interval
+            checkpoints must be multiples of ``K`` (checked).
     """
 
     def __init__(
@@ -157,7 +158,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         collect: CollectConfig | None = None,
         cache_dir: str | None = None,
         state_margin: float = 0.05,
-        updates_per_batch: int = 1,
+        updates_per_batch: int = 8,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -318,10 +319,33 @@ class _StreamFromTrainer:
         world = trainer.world_size if trainer is not None else 1
         stream = iter(self.datamodule.batches(start, rank, world))
         k = self.datamodule.updates_per_batch
-        return stream if k == 1 else _stacked(stream, k)
+        if k == 1:
+            return stream
+        if trainer is not None:
+            _check_checkpoint_intervals(trainer, k)
+        max_steps = trainer.max_steps if trainer is not None else -1
+        return _stacked(stream, k, start, max_steps)
 
 
-def _stacked(stream: Iterator[TensorDict], k: int) -> Iterator[TensorDict]:
-    """Endless ``(k, batch_size)`` stacks of consecutive batches."""
+def _stacked(
+    stream: Iterator[TensorDict], k: int, start: int, max_steps: int
+) -> Iterator[TensorDict]:
+    """Endless ``(k, batch_size)`` stacks of consecutive batches; the last stack before
+    ``max_steps`` (``-1``: none) is shortened so training stops at exactly ``max_steps``."""
+    step = start
     while True:
-        yield torch.stack([next(stream) for _ in range(k)])
+        n = k if max_steps < 0 else max(1, min(k, max_steps - step))
+        yield torch.stack([next(stream) for _ in range(n)])
+        step += n
+
+
+def _check_checkpoint_intervals(trainer: Any, k: int) -> None:
+    """Step-interval checkpoints fire only on steps a batch ends on: multiples of ``k``."""
+    for callback in trainer.callbacks:
+        every = getattr(callback, "_every_n_train_steps", 0) or 0
+        if every % k:
+            raise ValueError(
+                f"{type(callback).__name__}(every_n_train_steps={every}) is not a multiple of "
+                f"the data module's updates_per_batch={k}: its checkpoints would be skipped; "
+                "use a multiple or set data.updates_per_batch: 1"
+            )

@@ -91,9 +91,9 @@ def _halfcheetah_suite() -> TaskSuite:
 
 
 def _halfcheetah_expert(**kwargs: Any) -> Any:
-    raise NotImplementedError(
-        "HalfCheetah experts are trained by reinforcement learning per task: not yet available"
-    )
+    from imaginebench.envs.halfcheetah.expert import HalfCheetahExpert
+
+    return HalfCheetahExpert(**kwargs)
 
 
 def _halfcheetah_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.ndarray:

@@ -206,20 +206,28 @@ class OfflineRLModule(L.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> None:
         """One gradient update per batch (per slice of a stacked ``(K, B)`` batch)."""
         optimizer = self.optimizers()
+        every = self.trainer.log_every_n_steps
         for sub in batch.unbind(0) if batch.batch_dims == 2 else (batch,):
-            self.log_now = self.global_step % self.trainer.log_every_n_steps == 0
+            step = self.global_step
+            self.log_now = every > 0 and step % every == 0
             terms = self.losses(self.prepare(sub))
             optimizer.zero_grad(set_to_none=True)
             self.manual_backward(terms["loss"])
             optimizer.step()
             self.after_update()
-            if self.log_now:  # logging costs ~1 ms: only every log_every_n_steps
-                self.log_dict(
-                    {f"train/{k}": v.detach() for k, v in terms.items()},
-                    on_step=True,
-                    on_epoch=False,
-                    batch_size=int(sub["state"].shape[0]),
-                )
+            if self.log_now:  # logging costs ~1 ms: only every log_every_n_steps updates
+                self.log_train_metrics({f"train/{k}": v.detach() for k, v in terms.items()}, step)
+
+    def log_train_metrics(self, metrics: dict[str, Tensor], step: int) -> None:
+        """Write ``metrics`` to the loggers at update ``step`` and keep them in
+        ``trainer.callback_metrics``. Direct logger writes keep the x-axis in updates and the
+        cadence at ``log_every_n_steps`` updates whatever ``updates_per_batch`` is (Lightning's
+        own on-step logging counts batches)."""
+        self.log_dict(metrics, on_step=True, on_epoch=False, logger=False, batch_size=1)
+        if self.trainer.is_global_zero:
+            values = {k: float(v) for k, v in metrics.items()}
+            for logger in self.loggers:
+                logger.log_metrics(values, step=step)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         """Nothing per batch: the evaluation callback runs the simulators."""

@@ -1,0 +1,115 @@
+"""HalfCheetah experts: skill rewards, task-to-skill composition, shipped weights solve the tasks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from imaginebench.envs import get_domain, make
+from imaginebench.envs.halfcheetah.expert import (
+    MANIFEST,
+    SKILLS,
+    WEIGHTS_DIR,
+    HalfCheetahExpert,
+    SkillEnv,
+    load_actor,
+    save_actor,
+    skill_for,
+)
+from imaginebench.envs.halfcheetah.env import episode_rewards
+from imaginebench.envs.halfcheetah.tasks import Jump, JumpInPlace, Run, Shuttle
+from imaginebench.modules.online_sac import OnlineSACConfig, make_agent
+
+
+def _states_with_dx(dx: list[float]) -> np.ndarray:
+    states = np.zeros((len(dx) + 1, 18), dtype=np.float32)
+    states[1:, 0] = dx
+    return states
+
+
+def test_tasks_map_to_skills_and_shuttles_turn_after_3_5_m():
+    assert skill_for(Run("forward", fast=True), []) == "run_forward"
+    assert skill_for(Run("backward"), []) == "run_backward"
+    assert skill_for(Jump("backward"), []) == "jump_backward"
+    assert skill_for(JumpInPlace(), []) == "jump_in_place"
+    out = _states_with_dx([0.5] * 6)  # 3.0 m out: keep going
+    assert skill_for(Shuttle("forward"), out) == "run_forward"
+    turned = _states_with_dx([0.5] * 7 + [-0.2])  # peaked at 3.5 m: come back
+    assert skill_for(Shuttle("forward"), turned) == "run_backward"
+    back = _states_with_dx([-0.5] * 7)
+    assert skill_for(Shuttle("backward"), back) == "run_forward"
+    assert skill_for(Shuttle("backward"), back[:4]) == "run_backward"
+    with pytest.raises(ValueError, match="unknown HalfCheetah skill"):
+        SkillEnv("moonwalk")
+
+
+def test_run_skill_reward_is_the_run_tasks_reward():
+    env = SkillEnv("run_backward")
+    state = env.reset(np.random.default_rng(0))
+    action = np.full(6, 0.5, dtype=np.float32)
+    next_state, reward = env.step(action)
+    expected = episode_rewards(Run("backward"), np.stack([state, next_state]), action[None])
+    assert reward == pytest.approx(float(expected[0]), rel=1e-5)
+
+
+def test_jump_skill_rewards_height_only_in_flight():
+    env = SkillEnv("jump_in_place")
+    env.reset(np.random.default_rng(0))
+    for _ in range(30):  # settle on the floor with zero torques
+        _, reward = env.step(np.zeros(6, dtype=np.float32))
+    assert abs(reward) < 0.5  # no height reward standing still
+
+
+def test_actor_round_trip_is_exact_up_to_float16(tmp_path):
+    agent = make_agent(18, 6, OnlineSACConfig(hidden=(32, 32)))
+    path = tmp_path / "run_forward.pt"
+    save_actor(agent, path, {"skill": "run_forward"})
+    actor, instruction = load_actor(path)
+    state = torch.randn(5, 18)
+    with torch.no_grad():
+        ours = actor(state, instruction.expand(5, -1))
+        theirs = agent.actor(state, torch.zeros(5, agent.embedding_dim))
+    torch.testing.assert_close(ours, theirs, atol=5e-3, rtol=0)
+    with pytest.raises(FileNotFoundError, match="train-expert"):
+        load_actor(tmp_path / "jump_forward.pt")
+
+
+def test_shipped_weights_match_their_manifest():
+    manifest = json.loads((WEIGHTS_DIR / MANIFEST).read_text())["files"]
+    assert set(manifest) == {f"{skill}.pt" for skill in SKILLS}
+    for name, entry in manifest.items():
+        data = (WEIGHTS_DIR / name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"], name
+        assert "imaginebench train-expert" in entry["command"]
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        Run("forward", fast=True),
+        Run("backward", fast=True),
+        Jump("forward"),
+        Jump("backward"),
+        JumpInPlace(),
+        Shuttle("forward"),
+        Shuttle("backward"),
+    ],
+    ids=lambda t: t.spec(),
+)
+def test_shipped_expert_solves_every_task(task):
+    env = make("halfcheetah", "hard").unwrapped
+    expert = get_domain("halfcheetah").make_expert(seed=0)
+    assert isinstance(expert, HalfCheetahExpert)
+    solved = 0
+    for seed in range(3):
+        env.reset(seed=seed, options={"task": task.spec()})
+        done = False
+        while not done:
+            _, _, terminated, truncated, info = env.step(expert.act(env))
+            done = terminated or truncated
+        solved += info["is_success"]
+    assert solved >= 2, f"{task.spec()}: {solved}/3"
