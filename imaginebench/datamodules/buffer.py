@@ -77,9 +77,12 @@ class TransitionBuffer:
         }
 
 
-def cat_batches(parts: list[dict[str, Tensor]], batch_size: int) -> TensorDict:
+def cat_batches(parts: list[dict[str, Tensor]], batch_size: list[int]) -> TensorDict:
+    """One TensorDict of ``batch_size`` from per-source parts, concatenated along the last
+    batch dimension."""
     if len(parts) == 1:
-        return TensorDict(parts[0], batch_size=[batch_size])
+        return TensorDict(parts[0], batch_size=batch_size)
+    dim = len(batch_size) - 1
     return TensorDict(
-        {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, batch_size=[batch_size]
+        {k: torch.cat([p[k] for p in parts], dim=dim) for k in parts[0]}, batch_size=batch_size
     )

@@ -11,6 +11,7 @@ import lightning as L
 import numpy as np
 import torch
 from tensordict import TensorDict
+from torch import Tensor
 
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
@@ -99,17 +100,37 @@ class MixedBatches:
         self.rank, self.world_size = rank, world_size
         self.generator = torch.Generator()
 
-    def batch(self, step: int) -> TensorDict:
+    def _sources(self) -> list[tuple[TransitionBuffer, int]]:
+        return [
+            (buffer, n)
+            for buffer, n in ((self.real, self.n_real), (self.imaginary, self.n_imaginary))
+            if n > 0 and buffer is not None
+        ]
+
+    def indices(self, step: int) -> list[Tensor]:
+        """This rank's transition indices of batch ``step``, one row per source."""
         # torch's CPU generator keeps 32 bits of a seed: hash (seed, step) into them.
         state = np.random.SeedSequence([self.seed, step]).generate_state(1)[0]
         self.generator.manual_seed(int(state))
-        parts = []
-        for buffer, n in ((self.real, self.n_real), (self.imaginary, self.n_imaginary)):
-            if n == 0 or buffer is None:
-                continue
-            index = torch.randint(len(buffer), (self.world_size, n), generator=self.generator)
-            parts.append(buffer.gather(index[self.rank]))
-        return cat_batches(parts, self.n_real + self.n_imaginary)
+        return [
+            torch.randint(len(buffer), (self.world_size, n), generator=self.generator)[self.rank]
+            for buffer, n in self._sources()
+        ]
+
+    def batch(self, step: int) -> TensorDict:
+        parts = [b.gather(i) for (b, _), i in zip(self._sources(), self.indices(step))]
+        return cat_batches(parts, [self.n_real + self.n_imaginary])
+
+    def stacked(self, step: int, k: int) -> TensorDict:
+        """Batches ``step .. step + k - 1`` as one ``(k, batch_size)`` TensorDict, gathered
+        in one indexing pass per source (the same transitions as ``k`` calls of
+        :meth:`batch`)."""
+        rows = [self.indices(step + j) for j in range(k)]
+        parts = [
+            buffer.gather(torch.stack([r[i] for r in rows]))
+            for i, (buffer, _) in enumerate(self._sources())
+        ]
+        return cat_batches(parts, [k, self.n_real + self.n_imaginary])
 
     def __iter__(self) -> Iterator[TensorDict]:
         step = self.start_step
@@ -317,25 +338,23 @@ class _StreamFromTrainer:
         start = trainer.global_step if trainer is not None else 0
         rank = trainer.global_rank if trainer is not None else 0
         world = trainer.world_size if trainer is not None else 1
-        stream = iter(self.datamodule.batches(start, rank, world))
+        batches = self.datamodule.batches(start, rank, world)
         k = self.datamodule.updates_per_batch
         if k == 1:
-            return stream
+            return iter(batches)
         if trainer is not None:
             _check_checkpoint_intervals(trainer, k)
         max_steps = trainer.max_steps if trainer is not None else -1
-        return _stacked(stream, k, start, max_steps)
+        return _stacked(batches, k, max_steps)
 
 
-def _stacked(
-    stream: Iterator[TensorDict], k: int, start: int, max_steps: int
-) -> Iterator[TensorDict]:
+def _stacked(batches: MixedBatches, k: int, max_steps: int) -> Iterator[TensorDict]:
     """Endless ``(k, batch_size)`` stacks of consecutive batches; the last stack before
     ``max_steps`` (``-1``: none) is shortened so training stops at exactly ``max_steps``."""
-    step = start
+    step = batches.start_step
     while True:
         n = k if max_steps < 0 else max(1, min(k, max_steps - step))
-        yield torch.stack([next(stream) for _ in range(n)])
+        yield batches.stacked(step, n)
         step += n
 
 

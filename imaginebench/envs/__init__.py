@@ -5,6 +5,7 @@ Every domain registers a gymnasium id ``imaginebench/<Name>-v0`` that takes a ``
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,7 +17,7 @@ from imaginebench.envs.base import LEVELS, EpisodeSpec, Level, Task, TaskSuite, 
 
 @dataclass(frozen=True)
 class Domain:
-    """How to build a domain's environment, task suite, scripted expert and quality judge.
+    """How to build a domain's environment, task suite, expert and quality judge.
 
     ``episode_rewards(task, states, actions)`` gives the rewards ``(T,)`` of a rollout of
     ``T + 1`` states and ``T`` actions (used for imagined rollouts, so they are rewarded exactly
@@ -36,103 +37,39 @@ class Domain:
     integer_states: bool = False
 
 
-def _clevr_suite() -> TaskSuite:
-    from imaginebench.envs.clevr.suite import ClevrTaskSuite
+def _lazy(target: str) -> Callable[..., Any]:
+    """A function that imports ``"module:attribute"`` on its first call and forwards to it
+    (domains load their simulators only when used)."""
+    module, attribute = target.split(":")
 
-    return ClevrTaskSuite()
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), attribute)(*args, **kwargs)
 
-
-def _clevr_expert(**kwargs: Any) -> Any:
-    from imaginebench.envs.clevr.expert import ClevrExpert
-
-    return ClevrExpert(**kwargs)
-
-
-def _clevr_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    from imaginebench.envs.clevr.env import episode_rewards
-
-    return episode_rewards(task, states)
+    call.__qualname__ = call.__name__ = target
+    return call
 
 
-def _clevr_quality() -> Any:
-    from imaginebench.envs.clevr.quality import ClevrQuality
-
-    return ClevrQuality()
-
-
-def _babyai_suite() -> TaskSuite:
-    from imaginebench.envs.babyai.suite import BabyAITaskSuite
-
-    return BabyAITaskSuite()
-
-
-def _babyai_expert(**kwargs: Any) -> Any:
-    from imaginebench.envs.babyai.expert import BabyAIExpert
-
-    return BabyAIExpert(**kwargs)
-
-
-def _babyai_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    from imaginebench.envs.babyai.env import episode_rewards
-
-    return episode_rewards(task, states)
-
-
-def _babyai_quality() -> Any:
-    from imaginebench.envs.babyai.quality import BabyAIQuality
-
-    return BabyAIQuality()
-
-
-def _halfcheetah_suite() -> TaskSuite:
-    from imaginebench.envs.halfcheetah.suite import HalfCheetahTaskSuite
-
-    return HalfCheetahTaskSuite()
-
-
-def _halfcheetah_expert(**kwargs: Any) -> Any:
-    from imaginebench.envs.halfcheetah.expert import HalfCheetahExpert
-
-    return HalfCheetahExpert(**kwargs)
-
-
-def _halfcheetah_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    from imaginebench.envs.halfcheetah.env import episode_rewards
-
-    return episode_rewards(task, states, actions)
-
-
-def _halfcheetah_quality() -> Any:
-    from imaginebench.envs.halfcheetah.quality import HalfCheetahQuality
-
-    return HalfCheetahQuality()
+def _domain(name: str, env_id: str, package: str, prefix: str, **flags: Any) -> Domain:
+    """A domain whose package ``imaginebench.envs.<package>`` has the usual modules: ``suite``
+    (``<Prefix>TaskSuite``), ``expert`` (``<Prefix>Expert``), ``env`` (``episode_rewards``)
+    and ``quality`` (``<Prefix>Quality``)."""
+    root = f"imaginebench.envs.{package}"
+    return Domain(
+        name,
+        env_id,
+        make_suite=_lazy(f"{root}.suite:{prefix}TaskSuite"),
+        make_expert=_lazy(f"{root}.expert:{prefix}Expert"),
+        episode_rewards=_lazy(f"{root}.env:episode_rewards"),
+        make_quality=_lazy(f"{root}.quality:{prefix}Quality"),
+        **flags,
+    )
 
 
 DOMAINS: dict[str, Domain] = {
-    "clevr": Domain(
-        "clevr",
-        "imaginebench/CLEVR-v0",
-        _clevr_suite,
-        _clevr_expert,
-        _clevr_rewards,
-        _clevr_quality,
-    ),
-    "babyai": Domain(
-        "babyai",
-        "imaginebench/BabyAI-v0",
-        _babyai_suite,
-        _babyai_expert,
-        _babyai_rewards,
-        _babyai_quality,
-        integer_states=True,
-    ),
-    "halfcheetah": Domain(
-        "halfcheetah",
-        "imaginebench/HalfCheetah-v0",
-        _halfcheetah_suite,
-        _halfcheetah_expert,
-        _halfcheetah_rewards,
-        _halfcheetah_quality,
+    "clevr": _domain("clevr", "imaginebench/CLEVR-v0", "clevr", "Clevr"),
+    "babyai": _domain("babyai", "imaginebench/BabyAI-v0", "babyai", "BabyAI", integer_states=True),
+    "halfcheetah": _domain(
+        "halfcheetah", "imaginebench/HalfCheetah-v0", "halfcheetah", "HalfCheetah"
     ),
 }
 

@@ -10,6 +10,7 @@ import importlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Literal, Sequence
 
 import gymnasium as gym
@@ -129,8 +130,16 @@ class TaskSuite(ABC):
     domain: ClassVar[str]
 
     @abstractmethod
+    def build_levels(self) -> dict[str, list[Task]]:
+        """Every level's fixed list of tasks (called once per suite, then cached)."""
+
+    @cached_property
+    def _levels(self) -> dict[str, list[Task]]:
+        return self.build_levels()
+
     def tasks(self, level: Level) -> Sequence[Task]:
         """The fixed list of tasks of ``level``."""
+        return self._levels[check_level(level)]
 
     def wording(self, level: Level) -> Wording:
         """Which wording set instructions of ``level`` are drawn from: the unseen wordings at

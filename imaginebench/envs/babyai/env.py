@@ -33,9 +33,12 @@ def shaped_rewards(
     return np.where(success, 1.0 - SUCCESS_DECAY * steps / MAX_STEPS, shaping).astype(np.float32)
 
 
-def episode_rewards(task: Task, states: np.ndarray) -> np.ndarray:
+def episode_rewards(
+    task: Task, states: np.ndarray, actions: np.ndarray | None = None
+) -> np.ndarray:
     """Rewards ``(..., T)`` of the transitions of ``states`` ``(..., T + 1, 17)``; ``d`` is
-    ``-task.progress`` (identical for simulated and imagined rollouts)."""
+    ``-task.progress`` (identical for simulated and imagined rollouts; the actions do not
+    enter)."""
     d = -task.progress(states)
     success = task.success(states)[..., 1:]
     steps = np.arange(1, d.shape[-1])

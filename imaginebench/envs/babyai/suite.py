@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from functools import cached_property
 
 import numpy as np
 
@@ -37,7 +35,7 @@ from imaginebench.envs.babyai.world import (
     SLOT,
     STATE_DIM,
 )
-from imaginebench.envs.base import Level, Task, TaskSuite, check_level
+from imaginebench.envs.base import Task, TaskSuite
 
 SUITE_SEED = 20240611  # fixes the subsample of put-next colour pairs once and for all
 PUTNEXT_PER_TYPE_PAIR = 10  # of the 36 colour pairs per ordered type pair (60 tasks in all)
@@ -61,8 +59,7 @@ class BabyAITaskSuite(TaskSuite):
 
     domain = "babyai"
 
-    @cached_property
-    def _levels(self) -> dict[str, list[Task]]:
+    def build_levels(self) -> dict[str, list[Task]]:
         rng = np.random.default_rng(SUITE_SEED)
         train: list[Task] = [GoTo(t, c) for t in GOTO_TYPES for c in COLOR_NAMES]
         train += [Open(c) for c in COLOR_NAMES]
@@ -76,9 +73,6 @@ class BabyAITaskSuite(TaskSuite):
         easy: list[Task] = [OpenGo(), OpenPick(), GoWall(), GoCenter()]
         hard: list[Task] = [OpenLock(), PutLine(), PutPile()]
         return {"train": train, "rephrase": train, "easy": easy, "hard": hard}
-
-    def tasks(self, level: Level) -> Sequence[Task]:
-        return self._levels[check_level(level)]
 
     def sample_initial_state(self, task: Task, rng: np.random.Generator) -> np.ndarray:
         """Ball, box, key and agent on four distinct random interior cells, the door closed at a

@@ -31,9 +31,12 @@ PROGRESS_REWARD_SCALE = 10.0
 SUCCESS_BONUS = 10.0
 
 
-def episode_rewards(task: Task, states: np.ndarray) -> np.ndarray:
+def episode_rewards(
+    task: Task, states: np.ndarray, actions: np.ndarray | None = None
+) -> np.ndarray:
     """Rewards ``(T,)`` of the transitions of ``states`` ``(T + 1, D)``: ``10 * Δprogress``
-    plus 10 where the task is accomplished (the same for simulated and imagined rollouts)."""
+    plus 10 where the task is accomplished (the same for simulated and imagined rollouts;
+    the actions do not enter)."""
     progress = task.progress(states)
     success = task.success(states)[1:]
     return (PROGRESS_REWARD_SCALE * np.diff(progress) + SUCCESS_BONUS * success).astype(np.float32)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import itertools
-from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 
-from imaginebench.envs.base import Level, Task, TaskSuite, check_level
+from imaginebench.envs.base import Task, TaskSuite
 from imaginebench.envs.clevr.physics import NUM_BALLS, X_RANGE, Y_RANGE
 from imaginebench.envs.clevr.tasks import (
     AllOf,
@@ -59,8 +57,7 @@ class ClevrTaskSuite(TaskSuite):
 
     domain = "clevr"
 
-    @cached_property
-    def _levels(self) -> dict[str, list[Task]]:
+    def build_levels(self) -> dict[str, list[Task]]:
         rng = np.random.default_rng(SUITE_SEED)
         relations = _all_relations()
         easy: list[Task] = [Push(b, d) for b in range(NUM_BALLS) for d in range(4)]
@@ -75,9 +72,6 @@ class ClevrTaskSuite(TaskSuite):
         hard.append(Line(tuple(range(NUM_BALLS))))
         hard += [Gather(c) for c in range(NUM_BALLS)]
         return {"train": relations, "rephrase": relations, "easy": easy, "hard": hard}
-
-    def tasks(self, level: Level) -> Sequence[Task]:
-        return self._levels[check_level(level)]
 
     def sample_initial_state(self, task: Task, rng: np.random.Generator) -> np.ndarray:
         for _ in range(1000):

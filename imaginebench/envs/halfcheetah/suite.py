@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import cached_property
 
 import numpy as np
 
-from imaginebench.envs.base import Level, Task, TaskSuite, check_level
+from imaginebench.envs.base import Task, TaskSuite
 from imaginebench.envs.halfcheetah.physics import RESET_NOISE_SCALE, load_model
 from imaginebench.envs.halfcheetah.tasks import HalfCheetahTask, Jump, JumpInPlace, Run, Shuttle
 
@@ -23,15 +21,11 @@ class HalfCheetahTaskSuite(TaskSuite):
 
     domain = "halfcheetah"
 
-    @cached_property
-    def _levels(self) -> dict[str, list[Task]]:
+    def build_levels(self) -> dict[str, list[Task]]:
         train: list[Task] = [Run("forward"), Run("backward"), Jump("forward"), Jump("backward")]
         easy: list[Task] = [Run("forward", fast=True), Run("backward", fast=True)]
         hard: list[Task] = [Shuttle("forward"), Shuttle("backward"), JumpInPlace()]
         return {"train": train, "rephrase": train, "easy": easy, "hard": hard}
-
-    def tasks(self, level: Level) -> Sequence[Task]:
-        return self._levels[check_level(level)]
 
     def sample_initial_state(self, task: Task, rng: np.random.Generator) -> np.ndarray:
         """HalfCheetah-v5's reset distribution, drawn from ``rng``: the resting pose with

@@ -19,7 +19,7 @@ evaluation.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import lightning as L
@@ -47,8 +47,18 @@ def frozen(module: nn.Module, *args: Any) -> Any:
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
     """Polyak averaging ``target <- tau * source + (1 - tau) * target``."""
     with torch.no_grad():
-        for t, s in zip(target.parameters(), source.parameters()):
-            t.lerp_(s, tau)
+        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+
+
+def _updates(batch: TensorDictBase) -> Iterator[Mapping[str, Tensor]]:
+    """The mini-batches of one Lightning batch: itself, or the rows of a stacked ``(K, B)``
+    batch as plain dicts of tensor views (cheaper than unbinding the TensorDict)."""
+    if batch.batch_dims == 1:
+        yield batch
+        return
+    tensors = dict(batch.items())
+    for i in range(batch.batch_size[0]):
+        yield {key: value[i] for key, value in tensors.items()}
 
 
 class OfflineRLModule(L.LightningModule):
@@ -207,7 +217,7 @@ class OfflineRLModule(L.LightningModule):
         """One gradient update per batch (per slice of a stacked ``(K, B)`` batch)."""
         optimizer = self.optimizers()
         every = self.trainer.log_every_n_steps
-        for sub in batch.unbind(0) if batch.batch_dims == 2 else (batch,):
+        for sub in _updates(batch):
             step = self.global_step
             self.log_now = every > 0 and step % every == 0
             terms = self.losses(self.prepare(sub))
