@@ -24,6 +24,8 @@ data, and for ``train`` the mean over their three runs. Finished runs are found 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import platform
 import shlex
@@ -77,6 +79,17 @@ def second_stream(domain: str, variant: str, level: str | None, oracle_episodes:
     return [str(oracle_path(domain, level, oracle_episodes))]
 
 
+def has_sampling_seed(config: Path) -> bool:
+    """Whether the config's module draws training noise from its own seeded stream."""
+    module, name = yaml.safe_load(config.read_text())["model"]["class_path"].rsplit(".", 1)
+    cls = getattr(importlib.import_module(module), name)
+    return any(
+        "sampling_seed" in inspect.signature(klass.__init__).parameters
+        for klass in cls.__mro__
+        if "__init__" in vars(klass)
+    )
+
+
 def run(
     domain: str,
     algo: str,
@@ -95,6 +108,7 @@ def run(
         return json.loads(result_file.read_text())
     if existing_only:
         return None
+    model_seed = [f"--model.init_args.sampling_seed={seed}"] if has_sampling_seed(config) else []
     cmd = [
         sys.executable,
         "-m",
@@ -104,6 +118,7 @@ def run(
         str(config),
         f"--seed_everything={seed}",
         f"--data.init_args.seed={seed}",
+        *model_seed,
         f"--data.init_args.imaginary={json.dumps(data)}",
         f"--trainer.logger.init_args.save_dir={save_dir}",
         f"--trainer.logger.init_args.version=seed{seed}",

@@ -35,7 +35,9 @@ Batches of 256 transitions drawn uniformly.
   sampling and update are timed separately.
 
 Runs are interleaved (repeat r runs every algorithm and contender once, the contender order rotated
-by r) and the median over repeats is reported.
+by r) and the median over repeats is reported; a ratio column is the median over repeats of
+the ratio of the two contenders' runs in the same repeat (robust to the machine's speed drifting
+between repeats).
 
 d3rlpy 2.8.1 pins gymnasium==1.0.0, which conflicts with our gymnasium==1.4.0, so it is installed
 without its dependencies (it runs fine with gymnasium 1.4):
@@ -1192,10 +1194,6 @@ def fmt_rate(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.0f}"
 
 
-def fmt_ratio(a: float | None, b: float | None) -> str:
-    return "n/a" if a is None or b is None else f"{a / b:.2f}x"
-
-
 def quiet_libraries() -> None:
     """Silence Lightning's banners/tips and d3rlpy's structlog info lines (warnings stay)."""
     import lightning  # noqa: F401  (creates its loggers)
@@ -1363,6 +1361,15 @@ def main() -> None:
             return statistics.median(x[key] for x in runs)
         return statistics.median(args.steps / x[key] for x in runs)  # a seconds key -> rate
 
+    def paired(algo: str, a: str, b: str, key: str) -> str:
+        """Median over repeats of the ratio within each repeat (the two runs are minutes
+        apart, so drifts of the machine's speed between repeats cancel)."""
+        runs_a, runs_b = results.get((algo, a)), results.get((algo, b))
+        if not runs_a or not runs_b:
+            return "n/a"
+        ratios = [x[key] / y[key] for x, y in zip(runs_a, runs_b)]
+        return f"{statistics.median(ratios):.2f}x"
+
     def rate_table(key: str) -> list[str]:
         rows = [
             (
@@ -1375,8 +1382,8 @@ def main() -> None:
             ours, k1, bare, d3 = (median(algo, c, key) for c in CONTENDERS)
             rows.append(
                 f"| {algo} | {fmt_rate(ours)} | {fmt_rate(k1)} | {fmt_rate(bare)} | "
-                f"{fmt_rate(d3)} | {fmt_ratio(ours, bare)} | {fmt_ratio(k1, bare)} | "
-                f"{fmt_ratio(ours, d3)} |"
+                f"{fmt_rate(d3)} | {paired(algo, 'ours', 'bare', key)} | "
+                f"{paired(algo, 'ours-k1', 'bare', key)} | {paired(algo, 'ours', 'd3rlpy', key)} |"
             )
         return rows
 
@@ -1413,7 +1420,8 @@ def main() -> None:
         ),
         (
             f"* Timing: {args.steps} timed updates after {args.warmup} warm-up updates per run, "
-            f"{args.repeats} interleaved repeat(s), median reported."
+            f"{args.repeats} interleaved repeat(s), median reported; ratios are the median "
+            "over repeats of the ratio within each repeat."
         ),
         f"* Other processes: 1-minute load average {load_start[0]:.2f} before the start; during "
         f"the runs they kept "

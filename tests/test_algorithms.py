@@ -140,7 +140,7 @@ def test_continuous_bc_regresses_the_data_actions():
 
 def test_continuous_cql_is_conservative_and_updates_every_part():
     spec = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
-    m = CQL(state_dim=3, action_spec=spec, conservative_weight=5.0, seed=0)
+    m = CQL(state_dim=3, action_spec=spec, conservative_weight=5.0, sampling_seed=0)
     opt = torch.optim.Adam(m.param_groups(), lr=1e-3)
     batch = random_batch(n=64, discrete=False)
     batch["action"] = torch.full((64, 2), 0.5)

@@ -113,6 +113,7 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
     data["imaginary"] = [str(tmp_path / "absent_imaginary.h5")]
     data["batch_size"] = 32
     data["updates_per_batch"] = 3  # 6 steps = 2 Lightning batches of 3 updates
+    data["seed"] = 3  # a data seed unlike the modules' sampling seeds: their hparams must merge
     tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / config.name
     out.write_text(yaml.safe_dump(cfg))
@@ -134,7 +135,11 @@ def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_paths):
     data = load_dataset(real)
     states = data.states[:5]
     words = [data.instructions[data.episode_instruction[0]]] * 5
-    np.testing.assert_array_equal(restored.act(states, words), cli.model.act(states, words))
+    # equal up to float rounding: the sentence encoder's output depends slightly on which
+    # sentences it batches together (padding), which changes continuous actions by ~1e-7
+    np.testing.assert_allclose(
+        restored.act(states, words), cli.model.act(states, words), rtol=0, atol=1e-5
+    )
     events = list((tmp_path / "runs").rglob("events.out.tfevents.*"))
     assert events, "TensorBoard logging is on by default"
     validated = run(["validate", "-c", str(small), "--ckpt_path", str(last)])

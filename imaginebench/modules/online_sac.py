@@ -94,7 +94,7 @@ def make_agent(state_dim: int, action_dim: int, config: OnlineSACConfig) -> SAC:
         alpha_lr=config.lr,
         gamma=config.gamma,
         tau=config.tau,
-        seed=config.seed,
+        sampling_seed=config.seed,
     )
 
 

@@ -99,7 +99,8 @@ class BCQ(StochasticModule):
         num_sampled_actions: VAE samples per next state in the backup.
         num_eval_actions: VAE samples per state when acting.
         kl_weight: weight of the KL term of the VAE loss.
-        seed: seed of the module's sampling generator (saved in checkpoints).
+        sampling_seed: seed of the module's sampling generator (saved in checkpoints;
+            not named ``seed``, which is the data module's).
         undiscounted_td_bug: reproduce the original benchmark's gamma = 1 (opt-in only).
         **kwargs: see :class:`OfflineRLModule`.
     """
@@ -124,7 +125,7 @@ class BCQ(StochasticModule):
         num_sampled_actions: int = 10,
         num_eval_actions: int = 10,
         kl_weight: float = 0.5,
-        seed: int = 0,
+        sampling_seed: int = 0,
         undiscounted_td_bug: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -134,7 +135,7 @@ class BCQ(StochasticModule):
         self.gamma, self.tau, self.lmbda = gamma, tau, lmbda
         self.num_sampled_actions, self.num_eval_actions = num_sampled_actions, num_eval_actions
         self.kl_weight, self.undiscounted_td_bug = kl_weight, undiscounted_td_bug
-        self.seed_sampling(seed)
+        self.seed_sampling(sampling_seed)
         a = self.action_dim
         self.vae = ConditionalVAE(make_trunk(self, a), make_trunk(self, 2 * a), a)
         self.actor = PerturbationActor(make_trunk(self, a), a, phi)

@@ -47,7 +47,8 @@ class SAC(StochasticModule):
         tau: Polyak rate of the target critics.
         initial_temperature: initial entropy temperature ``alpha``.
         target_entropy: entropy target (default ``-action_dim``).
-        seed: seed of the module's sampling generator (saved in checkpoints).
+        sampling_seed: seed of the module's sampling generator (saved in checkpoints;
+            not named ``seed``, which is the data module's).
         undiscounted_td_bug: reproduce the original benchmark's gamma = 1 (opt-in only).
         **kwargs: see :class:`OfflineRLModule`.
     """
@@ -69,7 +70,7 @@ class SAC(StochasticModule):
         tau: float = 0.005,
         initial_temperature: float = 1.0,
         target_entropy: float | None = None,
-        seed: int = 0,
+        sampling_seed: int = 0,
         undiscounted_td_bug: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -80,7 +81,7 @@ class SAC(StochasticModule):
         self.target_entropy = (
             -float(self.action_dim) if target_entropy is None else float(target_entropy)
         )
-        self.seed_sampling(seed)
+        self.seed_sampling(sampling_seed)
         self.actor = GaussianHead(make_trunk(self), self.action_dim)
         self.critics = nn.ModuleList(
             [ContinuousQHead(make_trunk(self, self.action_dim)) for _ in range(2)]

@@ -49,7 +49,8 @@ class TD3BC(StochasticModule):
         policy_noise: std of the target policy smoothing noise (in ``[-1, 1]`` action units).
         noise_clip: clip of that noise.
         policy_freq: critic updates per actor (and target) update.
-        seed: seed of the module's sampling generator (saved in checkpoints).
+        sampling_seed: seed of the module's sampling generator (saved in checkpoints;
+            not named ``seed``, which is the data module's).
         undiscounted_td_bug: reproduce the original benchmark's gamma = 1 (opt-in only).
         **kwargs: see :class:`OfflineRLModule`.
     """
@@ -68,7 +69,7 @@ class TD3BC(StochasticModule):
         policy_noise: float = 0.2,
         noise_clip: float = 0.5,
         policy_freq: int = 2,
-        seed: int = 0,
+        sampling_seed: int = 0,
         undiscounted_td_bug: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -77,7 +78,7 @@ class TD3BC(StochasticModule):
         self.actor_lr, self.critic_lr, self.gamma, self.tau = actor_lr, critic_lr, gamma, tau
         self.alpha, self.policy_noise, self.noise_clip = alpha, policy_noise, noise_clip
         self.policy_freq, self.undiscounted_td_bug = policy_freq, undiscounted_td_bug
-        self.seed_sampling(seed)
+        self.seed_sampling(sampling_seed)
         self.actor = DeterministicHead(make_trunk(self), self.action_dim)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critics = nn.ModuleList(
