@@ -38,7 +38,7 @@ def test_example_config_fits_through_the_cli(tmp_path, real_path, monkeypatch):
         if cb["class_path"].endswith("ModelCheckpoint"):
             cb["init_args"].update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=2)
     data = cfg["data"].get("init_args", cfg["data"])
-    data.update(real=str(real_path), imaginary=[], batch_size=32)
+    data.update(real=str(real_path), imaginary=[], batch_size=32, updates_per_batch=2)
     config = tmp_path / "my_algorithm.yaml"
     config.write_text(yaml.safe_dump(cfg))
 

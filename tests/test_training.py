@@ -108,6 +108,8 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
             )
         if cb["class_path"].endswith("ModelCheckpoint"):
             args.update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=3)
+    if cfg["model"]["class_path"].endswith(".COMBO"):  # a short dynamics-model fit
+        cfg["model"]["init_args"].update(model_max_steps=200, model_eval_every=50)
     data = cfg["data"]["init_args"]
     data["real"] = str(real)
     data["imaginary"] = [str(tmp_path / "absent_imaginary.h5")]
