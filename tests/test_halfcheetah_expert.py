@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import numpy as np
 import pytest
 import torch
 
+from imaginebench.data.shipped import verify_manifest
 from imaginebench.envs import get_domain, make
+from imaginebench.envs.halfcheetah.env import episode_rewards
 from imaginebench.envs.halfcheetah.expert import (
     MANIFEST,
     SKILLS,
@@ -20,7 +21,6 @@ from imaginebench.envs.halfcheetah.expert import (
     save_actor,
     skill_for,
 )
-from imaginebench.envs.halfcheetah.env import episode_rewards
 from imaginebench.envs.halfcheetah.tasks import Jump, JumpInPlace, Run, Shuttle
 from imaginebench.modules.online_sac import OnlineSACConfig, make_agent
 
@@ -81,9 +81,8 @@ def test_actor_round_trip_is_exact_up_to_float16(tmp_path):
 def test_shipped_weights_match_their_manifest():
     manifest = json.loads((WEIGHTS_DIR / MANIFEST).read_text())["files"]
     assert set(manifest) == {f"{skill}.pt" for skill in SKILLS}
-    for name, entry in manifest.items():
-        data = (WEIGHTS_DIR / name).read_bytes()
-        assert hashlib.sha256(data).hexdigest() == entry["sha256"], name
+    verify_manifest(WEIGHTS_DIR)  # every file present with its recorded SHA-256
+    for entry in manifest.values():
         assert "imaginebench train-expert" in entry["command"]
 
 

@@ -118,13 +118,11 @@ class MixedBatches:
         ]
 
     def batch(self, step: int) -> TensorDict:
-        parts = [b.gather(i) for (b, _), i in zip(self._sources(), self.indices(step))]
-        return cat_batches(parts, [self.n_real + self.n_imaginary])
+        return self.stacked(step, 1)[0]
 
     def stacked(self, step: int, k: int) -> TensorDict:
         """Batches ``step .. step + k - 1`` as one ``(k, batch_size)`` TensorDict, gathered
-        in one indexing pass per source (the same transitions as ``k`` calls of
-        :meth:`batch`)."""
+        in one indexing pass per source."""
         rows = [self.indices(step + j) for j in range(k)]
         parts = [
             buffer.gather(torch.stack([r[i] for r in rows]))

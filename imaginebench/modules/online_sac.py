@@ -23,7 +23,7 @@ from tqdm import tqdm
 from imaginebench.modules.offline.sac import SAC
 
 
-class SkillEnv(Protocol):
+class OnlineEnv(Protocol):
     """A simulator with a fixed reward: ``reset(rng) -> state``, ``step(action) -> (state,
     reward)``."""
 
@@ -99,7 +99,7 @@ def make_agent(state_dim: int, action_dim: int, config: OnlineSACConfig) -> SAC:
 
 
 def train_online_sac(
-    env: SkillEnv,
+    env: OnlineEnv,
     config: OnlineSACConfig,
     progress: bool = True,
     on_episode: Callable[[int, float], None] | None = None,

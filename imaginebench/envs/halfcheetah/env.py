@@ -43,6 +43,15 @@ def episode_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.n
     return (task.speed_reward(forward) + ctrl).astype(np.float32)
 
 
+def advance(sim: _GymHalfCheetah, action: np.ndarray) -> np.ndarray:
+    """Execute ``action`` in gymnasium's HalfCheetah simulator; return the new 18-d state
+    ``[Δx, observation]`` (float32), ``Δx`` the root's displacement during the step."""
+    x_before = float(sim.data.qpos[0])
+    obs, *_ = sim.step(np.asarray(action, dtype=np.float64))
+    dx = float(sim.data.qpos[0]) - x_before
+    return np.concatenate([[dx], obs]).astype(np.float32)
+
+
 class HalfCheetahEnv(InstructionEnv):
     """Gymnasium's HalfCheetah-v5 body, physics and reset noise, conditioned on an instruction.
 
@@ -107,10 +116,7 @@ class HalfCheetahEnv(InstructionEnv):
         action = np.asarray(action, dtype=np.float64)
         if action.shape != (ACTION_DIM,) or not np.all(np.isfinite(action)):
             raise ValueError(f"action must be {ACTION_DIM} finite numbers, got {action!r}")
-        x_before = float(self.sim.data.qpos[0])
-        obs, *_ = self.sim.step(action)
-        dx = float(self.sim.data.qpos[0]) - x_before
-        state = np.concatenate([[dx], obs]).astype(np.float32)
+        state = advance(self.sim, action)
         self.trajectory.append(state)
         states = np.stack(self.trajectory)  # judges need the history (<= 201 states)
         success = bool(self.task.success(states)[-1])

@@ -25,7 +25,6 @@ with ``MANIFEST.json`` (checksums, training budget and the command that retrains
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -38,7 +37,9 @@ import numpy as np
 import torch
 from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv as _GymHalfCheetah
 
+from imaginebench.data.shipped import MANIFEST, file_sha256
 from imaginebench.envs.base import Task
+from imaginebench.envs.halfcheetah.env import advance
 from imaginebench.envs.halfcheetah.physics import (
     ACTION_DIM,
     CTRL_COST_WEIGHT,
@@ -61,7 +62,6 @@ from imaginebench.modules.backbone import GaussianHead, StateInstructionEncoder
 from imaginebench.modules.online_sac import OnlineSACConfig, train_online_sac
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "experts"
-MANIFEST = "MANIFEST.json"
 JUMP_HEIGHT_WEIGHT = 10.0
 JUMP_SPEED_WEIGHT = 0.5
 SHUTTLE_TURN = SHUTTLE_DISTANCE + 0.5  # m out before turning back
@@ -122,10 +122,7 @@ class SkillEnv:
         return state
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float]:
-        x_before = float(self.sim.data.qpos[0])
-        obs, *_ = self.sim.step(np.asarray(action, dtype=np.float64))
-        dx = float(self.sim.data.qpos[0]) - x_before
-        state = np.concatenate([[dx], obs]).astype(np.float32)
+        state = advance(self.sim, action)
         return state, self.reward(action, state)
 
 
@@ -246,8 +243,11 @@ def train_skill(
 def _update_manifest(directory: Path, path: Path, meta: dict[str, Any]) -> None:
     manifest_path = directory / MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"files": {}}
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    manifest["files"][path.name] = {"sha256": digest, "bytes": path.stat().st_size, **meta}
+    manifest["files"][path.name] = {
+        "sha256": file_sha256(path),
+        "bytes": path.stat().st_size,
+        **meta,
+    }
     tmp = manifest_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     tmp.replace(manifest_path)

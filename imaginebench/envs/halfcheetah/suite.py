@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from imaginebench.envs.base import Task, TaskSuite
