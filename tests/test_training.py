@@ -247,3 +247,29 @@ def test_cli_ckpt_path_last_resumes_to_the_uninterrupted_result(tmp_path, real_p
     )
     for key, value in straight.items():
         assert torch.equal(value, resumed[key]), key
+
+
+class _BackwardCounter(L.Callback):
+    """A callback on the backward hook: its presence forces Lightning's hooked update path."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_after_backward(self, trainer, pl_module) -> None:
+        self.calls += 1
+
+
+def test_direct_updates_train_exactly_like_lightnings_hooked_path(real_path):
+    """Without step hooks to serve, updates bypass manual_backward / LightningOptimizer.step;
+    a callback on a backward hook switches back to them, and both give the same weights."""
+    runs = []
+    for callbacks in ([], [_BackwardCounter()]):
+        dm, model = _fresh(real_path)
+        trainer = _trainer(10, enable_checkpointing=False, callbacks=callbacks)
+        trainer.fit(model, dm)
+        assert trainer.global_step == 10
+        assert model.direct_updates == (not callbacks)
+        runs.append(model.state_dict())
+    assert callbacks[0].calls == 10  # the hooked path ran every hook
+    for key in runs[0]:
+        assert torch.equal(runs[0][key], runs[1][key]), key

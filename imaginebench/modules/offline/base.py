@@ -35,7 +35,7 @@ LossParts = dict[str, tuple[str, ...]]  # loss term -> top-level submodules it m
 # Plain attributes written on every step: Lightning's hook bookkeeping (set twice per hook call,
 # ~30 times per update) and our logging flag. ``nn.Module.__setattr__`` spends ~7 us on each
 # checking for parameters, buffers and submodules; these are never any of those.
-_PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "log_now"})
+_PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "log_now", "direct_updates"})
 
 
 def frozen(module: nn.Module, *args: Any) -> Any:
@@ -59,6 +59,34 @@ def _updates(batch: TensorDictBase) -> Iterator[Mapping[str, Tensor]]:
     tensors = dict(batch.items())
     for i in range(batch.batch_size[0]):
         yield {key: value[i] for key, value in tensors.items()}
+
+
+_STEP_HOOKS = ("on_before_backward", "on_after_backward", "on_before_optimizer_step")
+
+
+def plain_optimisation(trainer: L.Trainer) -> bool:
+    """Whether ``manual_backward`` + ``LightningOptimizer.step`` reduce to ``loss.backward()`` +
+    ``optimizer.step()`` in this run: one device, full precision, no profiler, and no callback
+    or module overriding the backward / optimizer-step hooks. Those wrappers dispatch ~10 hook
+    calls per update (~0.35 ms, 15 % of a cheap update such as BC's); calling the optimizer
+    directly then trains identically (tested) and faster."""
+    from lightning.pytorch.plugins.precision import Precision
+    from lightning.pytorch.profilers import PassThroughProfiler
+    from lightning.pytorch.strategies import SingleDeviceStrategy
+
+    module = trainer.lightning_module
+    overridden = any(
+        getattr(type(obj), hook) is not getattr(base, hook)
+        for hook in _STEP_HOOKS
+        for obj, base in [(module, L.LightningModule)]
+        + [(callback, L.Callback) for callback in trainer.callbacks]
+    )
+    return (
+        type(trainer.strategy) is SingleDeviceStrategy
+        and type(trainer.precision_plugin) is Precision
+        and isinstance(trainer.profiler, PassThroughProfiler)
+        and not overridden
+    )
 
 
 class OfflineRLModule(L.LightningModule):
@@ -129,6 +157,7 @@ class OfflineRLModule(L.LightningModule):
         self.data_to_bank = torch.zeros(0, dtype=torch.long)
         self.train_embeddings = torch.zeros(0, 0)
         self.log_now = True  # True on steps whose diagnostics get logged
+        self.direct_updates = False  # see plain_optimisation (set when training starts)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _PLAIN_ATTRIBUTES:
@@ -185,12 +214,6 @@ class OfflineRLModule(L.LightningModule):
         embedding = self.bank(bank_ids.to(self.device))
         return (embedding - self.instruction_mean) / self.instruction_std
 
-    def on_train_start(self) -> None:
-        self.train_embeddings = self.embed(self.data_to_bank)
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is not None:
-            self.on_fit_data(datamodule)
-
     def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Normalise states and look up instruction embeddings (once per unique instruction)."""
         get = batch.get  # plain key lookups: cheaper than iterating the TensorDict
@@ -213,6 +236,13 @@ class OfflineRLModule(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.param_groups(), lr=getattr(self, "lr", 3e-4), foreach=True)
 
+    def on_train_start(self) -> None:
+        self.train_embeddings = self.embed(self.data_to_bank)
+        self.direct_updates = plain_optimisation(self.trainer)
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None:
+            self.on_fit_data(datamodule)
+
     def training_step(self, batch: Any, batch_idx: int) -> None:
         """One gradient update per batch (per slice of a stacked ``(K, B)`` batch)."""
         optimizer = self.optimizers()
@@ -221,9 +251,16 @@ class OfflineRLModule(L.LightningModule):
             step = self.global_step
             self.log_now = every > 0 and step % every == 0
             terms = self.losses(self.prepare(sub))
-            optimizer.zero_grad(set_to_none=True)
-            self.manual_backward(terms["loss"])
-            optimizer.step()
+            if self.direct_updates:  # same update, without Lightning's per-call hook dispatch
+                optimizer.optimizer.zero_grad(set_to_none=True)
+                terms["loss"].backward()
+                optimizer._on_before_step()  # the loop's step counter (global_step)
+                optimizer.optimizer.step()
+                optimizer._on_after_step()
+            else:
+                optimizer.zero_grad(set_to_none=True)
+                self.manual_backward(terms["loss"])
+                optimizer.step()
             self.after_update()
             if self.log_now:  # logging costs ~1 ms: only every log_every_n_steps updates
                 self.log_train_metrics({f"train/{k}": v.detach() for k, v in terms.items()}, step)
