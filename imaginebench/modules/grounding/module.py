@@ -89,6 +89,9 @@ class GroundingModule(L.LightningModule):
         adapter_lr: learning rate of the numeric adapters and heads (new, randomly initialised).
         weight_decay: AdamW weight decay.
         warmup_steps: linear warm-up steps before the linear decay to zero at ``max_steps``.
+        window: transitions per generation/explanation sequence (``None``: whole rollouts);
+            imagination then re-prompts every ``window`` steps. For long rollouts, where whole
+            ones make sequences of hundreds of slots (HalfCheetah).
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class GroundingModule(L.LightningModule):
         adapter_lr: float = 1e-3,
         weight_decay: float = 0.0,
         warmup_steps: int = 0,
+        window: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -134,7 +138,7 @@ class GroundingModule(L.LightningModule):
         )
         self.model.train()  # from_pretrained returns the LM in eval mode (LoRA dropout off)
         shape = () if self.action_spec["type"] == "discrete" else tuple(self.action_spec["shape"])
-        self.builder = SequenceBuilder(self.tokenizer, self.state_dim, shape)
+        self.builder = SequenceBuilder(self.tokenizer, self.state_dim, shape, window)
         self.dataset = None  # the data module's real dataset, set in setup
 
     # -- data -----------------------------------------------------------------------------------

@@ -15,6 +15,11 @@ Tasks (prompt wording is ours; the structure follows KALM):
   EOS, supervised as text.
 * ``final_state`` ((instruction, s0) -> sT): supervised: the last state.
 
+With a ``window`` of W transitions (long rollouts, e.g. HalfCheetah's 100-200 steps), generation
+and explanation see W consecutive transitions starting at step ``t0`` and the header says
+``Trajectory from step t0:`` (so the model knows the phase of the task); imagination then
+decodes W transitions per prompt and re-prompts from the last state (see the decoder).
+
 States after the first are supervised *relative* to the state they follow (``base``): the
 model predicts the change, which is what the dynamics are about (KALM regresses absolute
 coordinates; ``residual_states=False`` in the model restores that).
@@ -44,6 +49,12 @@ _HEADERS = {
     "dynamics": "Predict how the state changes.\nState:",
     "final_state": "Predict the final state.\nInstruction: {}\nInitial state:",
 }
+_WINDOW_HEADERS = {
+    "generation": "Turn the instruction into a state/action trajectory.\nInstruction: {}\n"
+    "Trajectory from step {}:",
+    "explanation": "Turn the state/action trajectory into an instruction.\n"
+    "Trajectory from step {}:",
+}
 
 
 @dataclass
@@ -68,9 +79,19 @@ class SequenceBuilder:
         tokenizer: a Hugging Face tokenizer (its BOS/EOS, or CLS/SEP, tokens frame sequences).
         state_dim: size of a state.
         action_shape: ``()`` for discrete actions, ``(A,)`` for continuous ones.
+        window: transitions per generation/explanation sequence (``None``: whole rollouts).
     """
 
-    def __init__(self, tokenizer: Any, state_dim: int, action_shape: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        state_dim: int,
+        action_shape: tuple[int, ...],
+        window: int | None = None,
+    ) -> None:
+        if window is not None and window < 1:
+            raise ValueError(f"window must be >= 1 transitions or None, got {window}")
+        self.window = window
         self.tokenizer = tokenizer
         self.state_dim = state_dim
         self.action_shape = tuple(action_shape)
@@ -135,26 +156,36 @@ class SequenceBuilder:
             self._state(item, states[t + 1], supervised, base=states[t])
 
     # -- tasks --------------------------------------------------------------------------------
-    def prompt(self, instruction: str) -> Item:
-        """The generation prompt up to ``Trajectory:`` (imagination continues from here)."""
+    def _header(self, kind: str, start: int, *fields: str) -> list[int]:
+        if self.window is None:
+            return self.encode(_HEADERS[kind].format(*fields))
+        return self.encode(_WINDOW_HEADERS[kind].format(*fields, start))
+
+    def prompt(self, instruction: str, start: int = 0) -> Item:
+        """The generation prompt up to ``Trajectory:`` (imagination continues from here);
+        with a window, the trajectory's first step is ``start``."""
         item = self._new()
-        self._text(item, self.encode(_HEADERS["generation"].format(instruction)), False)
+        self._text(item, self._header("generation", start, instruction), False)
         return item
 
-    def rollout_prompt(self, instruction: str, initial_state: np.ndarray) -> Item:
+    def rollout_prompt(self, instruction: str, initial_state: np.ndarray, start: int = 0) -> Item:
         """The generation prompt followed by the initial state's slot (decoding starts here)."""
-        item = self.prompt(instruction)
+        item = self.prompt(instruction, start)
         self._state(item, initial_state, False)
         return item
 
-    def generation(self, instruction: str, states: np.ndarray, actions: np.ndarray) -> Item:
-        item = self.prompt(instruction)
+    def generation(
+        self, instruction: str, states: np.ndarray, actions: np.ndarray, start: int = 0
+    ) -> Item:
+        item = self.prompt(instruction, start)
         self._trajectory(item, states, actions, supervised=True)
         return item
 
-    def explanation(self, instruction: str, states: np.ndarray, actions: np.ndarray) -> Item:
+    def explanation(
+        self, instruction: str, states: np.ndarray, actions: np.ndarray, start: int = 0
+    ) -> Item:
         item = self._new()
-        self._text(item, self.encode(_HEADERS["explanation"]), False)
+        self._text(item, self._header("explanation", start), False)
         self._trajectory(item, states, actions, supervised=False)
         self._text(item, self.encode("\nInstruction:"), False)
         self._text(item, [*self.encode(" " + instruction), self.eos], True)
@@ -236,16 +267,26 @@ def build_item(
     actions: np.ndarray,
     step: int,
 ) -> Item:
-    """The ``kind`` task's item for one episode (``step`` picks the dynamics transition)."""
-    if kind == "generation":
-        return builder.generation(instruction, states, actions)
-    if kind == "explanation":
-        return builder.explanation(instruction, states, actions)
+    """The ``kind`` task's item for one episode (``step`` picks the dynamics transition and,
+    with a window, where the generation/explanation window starts)."""
+    if kind in ("generation", "explanation"):
+        start = window_start(len(actions), step, builder.window)
+        stop = start + (builder.window or len(actions))
+        make = builder.generation if kind == "generation" else builder.explanation
+        return make(instruction, states[start : stop + 1], actions[start:stop], start)
     if kind == "dynamics":
         return builder.dynamics(states[step], actions[step], states[step + 1])
     if kind == "final_state":
         return builder.final_state(instruction, states[0], states[-1])
     raise ValueError(f"unknown grounding task {kind!r}; known: {', '.join(TASK_KINDS)}")
+
+
+def window_start(length: int, step: int, window: int | None) -> int:
+    """First transition of the window for a reference ``step`` in ``[0, length)``: windows
+    start uniformly over ``[0, length - window]`` as ``step`` is uniform (0 without one)."""
+    if window is None or length <= window:
+        return 0
+    return step * (length - window + 1) // length
 
 
 def to_device(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
