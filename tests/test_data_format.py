@@ -581,3 +581,18 @@ def test_nonfinite_continuous_actions(tmp_path: Path) -> None:
         replace_dataset(f, "actions", actions)
     expect_error(path, "1 of 6 episodes")
     assert load_dataset(path, nonfinite="drop").dropped_nonfinite == 1
+
+
+def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
+    from imaginebench.data.atomic import atomic_path, write_text_atomically
+
+    target = tmp_path / "sub" / "results.json"
+    write_text_atomically(target, "old")
+    with pytest.raises(RuntimeError, match="interrupted"):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half of the new")
+            raise RuntimeError("interrupted")
+    assert target.read_text() == "old"
+    assert [p.name for p in target.parent.iterdir()] == ["results.json"]  # no temporary left
+    write_text_atomically(target, "new")
+    assert target.read_text() == "new"

@@ -18,6 +18,7 @@ import numpy as np
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
+from imaginebench.data.atomic import write_text_atomically
 from imaginebench.envs import make
 from imaginebench.envs.base import LEVELS, Level, check_level
 
@@ -237,10 +238,7 @@ class SuccessRateEvaluation(L.Callback):
             "model": dict(module.hparams),
             "data": dict(getattr(trainer.datamodule, "hparams", {})) or _data_config(trainer),
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2, default=str))
-        tmp.replace(path)
+        write_text_atomically(path, json.dumps(payload, indent=2, default=str))
         self._print_table(trainer, module, results)
         print(f"results written to {path}")
 

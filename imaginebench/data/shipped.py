@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from imaginebench.data.atomic import write_text_atomically
 from imaginebench.data.hdf5 import load_dataset
 
 SHIPPED_PREFIX = "shipped:"
@@ -65,7 +66,7 @@ def write_manifest(directory: str | Path) -> dict[str, Any]:
             entry["command"] = _regenerate_command(provenance, dataset.domain, path.name)
         files[path.name] = entry
     manifest = {"files": files}
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_text_atomically(directory / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from imaginebench.data.atomic import write_text_atomically
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import file_sha256
@@ -114,7 +115,7 @@ def imagine_level(
     report = quality_report(domain, level, episodes)
     save_dataset(dataset, path, overwrite=overwrite)
     report_path = path.with_suffix(".quality.json")
-    report_path.write_text(_report_json(report, provenance))
+    write_text_atomically(report_path, _report_json(report, provenance))
     log.info("imagined %d rollouts in %.1f s -> %s", len(imagined), seconds, path)
     return dataset, report
 

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv as _GymHalfCheetah
 
+from imaginebench.data.atomic import atomic_path, write_text_atomically
 from imaginebench.data.shipped import MANIFEST, file_sha256
 from imaginebench.envs.base import Task
 from imaginebench.envs.halfcheetah.env import advance
@@ -152,10 +153,8 @@ def save_actor(agent: Any, path: Path, meta: dict[str, Any]) -> None:
         "hidden": list(agent.hidden),
         "instruction_dim": agent.instruction_dim,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({"actor": state, "sizes": sizes, "meta": meta}, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save({"actor": state, "sizes": sizes, "meta": meta}, tmp)
 
 
 def load_actor(path: Path) -> tuple[GaussianHead, torch.Tensor]:
@@ -248,6 +247,4 @@ def _update_manifest(directory: Path, path: Path, meta: dict[str, Any]) -> None:
         "bytes": path.stat().st_size,
         **meta,
     }
-    tmp = manifest_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    tmp.replace(manifest_path)
+    write_text_atomically(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,35 @@
+"""Atomic file writes: a reader sees the old file or the complete new one, never a partial one."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a hidden temporary sibling of ``path`` to write; when the block succeeds it is
+    fsynced and renamed onto ``path``, when it fails it is removed and ``path`` is untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:
+    """``Path(path).write_text(text)``, atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
