@@ -17,7 +17,16 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN = ("loss", "state_mse", "state_mae", "action_ce", "action_accuracy", "token_ce")
+TERMS = (
+    "loss",
+    "state_mse",
+    "state_ce",
+    "state_mae",
+    "action_ce",
+    "action_accuracy",
+    "action_mse",
+    "token_ce",
+)
 
 
 def main() -> None:
@@ -45,20 +54,21 @@ def main() -> None:
             np.array([r.wall_time for r in rows]),
         )
 
+    train_terms = [t for t in TERMS if f"train/{t}" in scalars]  # the run's own terms
     steps, _, wall = series("train/loss")
     minutes = (wall[-1] - wall[0]) / 60 * (steps[-1] + 1) / max(steps[-1] - steps[0], 1)
     lines = [
-        "| steps | " + " | ".join(f"train {t}" for t in TRAIN) + " |",
-        "|---|" + "---|" * len(TRAIN),
+        "| steps | " + " | ".join(f"train {t}" for t in train_terms) + " |",
+        "|---|" + "---|" * len(train_terms),
     ]
     for start in range(0, int(steps[-1]) + 1, args.window):
         cells = []
-        for tag in TRAIN:
+        for tag in train_terms:
             s, v, _ = series(f"train/{tag}")
             chosen = v[(s >= start) & (s < start + args.window)]
             cells.append(f"{chosen.mean():.3f}" if len(chosen) else "")
         lines.append(f"| {start}–{start + args.window - 1} | " + " | ".join(cells) + " |")
-    val_tags = [t for t in TRAIN if f"val/{t}" in scalars]
+    val_tags = [t for t in train_terms if f"val/{t}" in scalars]
     val_lines = [
         "| step | " + " | ".join(f"val {t}" for t in val_tags) + " |",
         "|---|" + "---|" * len(val_tags),

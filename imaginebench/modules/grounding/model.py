@@ -4,6 +4,11 @@ States enter through a linear adapter and actions through an embedding (discrete
 adapter (continuous), one position each, into the LM's hidden size; heads read states and
 actions back from the hidden state of the preceding position. Text uses the LM's own embeddings
 and output head. States are standardised with the real data's statistics on both sides.
+
+For grid domains whose states are small integers (BabyAI: cell coordinates, colour and object
+indices in ``0..7``) ``state_classes=C`` makes the state head categorical: ``C`` logits per
+entry, trained with cross-entropy and decoded by argmax, so an imagined state is always a
+valid integer vector rather than a rounded regression that can land between two cells.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class GroundedLM(nn.Module):
         state_adapter_hidden: hidden width of a two-layer (GELU) state adapter; ``0`` gives
             KALM's single linear layer. The MLP can form non-linear features of a state (e.g.
             relative positions) before the LM sees it.
+        state_classes: states are integers in ``[0, state_classes)``: a categorical state
+            head (``None``: regression).
     """
 
     def __init__(
@@ -51,10 +58,14 @@ class GroundedLM(nn.Module):
         action_spec: dict[str, Any],
         residual_states: bool,
         state_adapter_hidden: int = 0,
+        state_classes: int | None = None,
     ) -> None:
         super().__init__()
+        if state_classes is not None and state_classes < 2:
+            raise ValueError(f"state_classes must be >= 2 or None, got {state_classes}")
         self.lm = lm
         self.state_dim = state_dim
+        self.state_classes = state_classes
         self.discrete = action_spec["type"] == "discrete"
         self.residual_states = residual_states
         hidden = int(lm.get_input_embeddings().embedding_dim)
@@ -74,7 +85,7 @@ class GroundedLM(nn.Module):
             action_dim = int(torch.tensor(action_spec["shape"]).prod())
             self.action_in = nn.Linear(action_dim, hidden)
             self.action_out = nn.Linear(hidden, action_dim)
-        self.state_out = nn.Linear(hidden, state_dim)
+        self.state_out = nn.Linear(hidden, state_dim * (state_classes or 1))
         for adapter in (self.state_in, self.action_in, self.action_out, self.state_out):
             for layer in adapter.modules():
                 if isinstance(layer, (nn.Linear, nn.Embedding)):
@@ -135,8 +146,14 @@ class GroundedLM(nn.Module):
         )
         return out.last_hidden_state.float(), out.past_key_values
 
+    def state_logits(self, hidden: Tensor) -> Tensor:
+        """``(..., state_dim, state_classes)`` logits of a categorical state head."""
+        return self.state_out(hidden).unflatten(-1, (self.state_dim, self.state_classes))
+
     def next_state(self, hidden: Tensor, base: Tensor | None) -> Tensor:
         """Predicted state (data units) from the hidden state before its slot."""
+        if self.state_classes is not None:
+            return self.state_logits(hidden).argmax(-1).float()
         change = self.state_out(hidden)
         if base is None or not self.residual_states:
             return self.denormalize(change)
@@ -157,17 +174,8 @@ class GroundedLM(nn.Module):
         h = hidden[:, :-1]
         target = batch["target"][:, 1:]
 
-        change = self.state_out(h)
-        base = self.normalize(batch["base"][:, 1:])
-        use_base = batch["has_base"][:, 1:].unsqueeze(-1) & self.residual_states
-        predicted = torch.where(use_base, base + change, change)
-        truth = self.normalize(batch["state"][:, 1:])
         state_mask = target == STATE_TARGET
-        squared = (predicted - truth).pow(2).mean(-1)
-        out = {"state_mse": masked_mean(squared, state_mask)}
-        with torch.no_grad():  # error in data units, for humans
-            error = (self.denormalize(predicted) - batch["state"][:, 1:]).abs().mean(-1)
-            out["state_mae"] = masked_mean(error, state_mask)
+        out = self._state_losses(h, batch, state_mask)
 
         action_mask = target == ACTION_TARGET
         prediction = self.action_out(h)
@@ -189,4 +197,28 @@ class GroundedLM(nn.Module):
             out["token_ce"] = F.cross_entropy(logits, batch["input_ids"][:, 1:][token_mask])
         else:
             out["token_ce"] = h.sum() * 0.0
+        return out
+
+    def _state_losses(
+        self, h: Tensor, batch: dict[str, Tensor], state_mask: Tensor
+    ) -> dict[str, Tensor]:
+        """``state_mse`` (standardised units) or, with a categorical head, ``state_ce`` (mean
+        over entries), plus the mean absolute error in data units."""
+        states = batch["state"][:, 1:]
+        if self.state_classes is not None:
+            logits = self.state_logits(h)
+            classes = states.round().long().clamp(0, self.state_classes - 1)
+            per_entry = F.cross_entropy(logits.flatten(0, 2), classes.flatten(), reduction="none")
+            out = {"state_ce": masked_mean(per_entry.view_as(classes).mean(-1), state_mask)}
+            predicted = logits.detach().argmax(-1).float()
+        else:
+            change = self.state_out(h)
+            base = self.normalize(batch["base"][:, 1:])
+            use_base = batch["has_base"][:, 1:].unsqueeze(-1) & self.residual_states
+            normalized = torch.where(use_base, base + change, change)
+            squared = (normalized - self.normalize(states)).pow(2).mean(-1)
+            out = {"state_mse": masked_mean(squared, state_mask)}
+            predicted = self.denormalize(normalized.detach())
+        with torch.no_grad():  # error in data units, for humans
+            out["state_mae"] = masked_mean((predicted - states).abs().mean(-1), state_mask)
         return out

@@ -89,6 +89,8 @@ class GroundingModule(L.LightningModule):
         adapter_lr: learning rate of the numeric adapters and heads (new, randomly initialised).
         weight_decay: AdamW weight decay.
         warmup_steps: linear warm-up steps before the linear decay to zero at ``max_steps``.
+        state_classes: states are integers in ``[0, state_classes)`` (BabyAI: 8): predict each
+            entry with a categorical head (``None``: regression of the change).
         window: transitions per generation/explanation sequence (``None``: whole rollouts);
             imagination then re-prompts every ``window`` steps. For long rollouts, where whole
             ones make sequences of hundreds of slots (HalfCheetah).
@@ -111,6 +113,7 @@ class GroundingModule(L.LightningModule):
         adapter_lr: float = 1e-3,
         weight_decay: float = 0.0,
         warmup_steps: int = 0,
+        state_classes: int | None = None,
         window: int | None = None,
     ) -> None:
         super().__init__()
@@ -134,7 +137,12 @@ class GroundingModule(L.LightningModule):
         if lora is not None:
             causal_lm = _with_lora(causal_lm, lora, load_in_4bit)
         self.model = GroundedLM(
-            causal_lm, self.state_dim, self.action_spec, residual_states, state_adapter_hidden
+            causal_lm,
+            self.state_dim,
+            self.action_spec,
+            residual_states,
+            state_adapter_hidden,
+            state_classes,
         )
         self.model.train()  # from_pretrained returns the LM in eval mode (LoRA dropout off)
         shape = () if self.action_spec["type"] == "discrete" else tuple(self.action_spec["shape"])
@@ -150,6 +158,14 @@ class GroundingModule(L.LightningModule):
         self.dataset = datamodule.dataset
         if stage == "fit":
             states = torch.as_tensor(self.dataset.states)
+            classes = self.model.state_classes
+            if classes is not None and not (
+                torch.equal(states, states.round()) and states.min() >= 0 and states.max() < classes
+            ):
+                raise ValueError(
+                    f"state_classes={classes} needs integer states in [0, {classes}); the data "
+                    f"has values in [{float(states.min())}, {float(states.max())}]"
+                )
             self.model.state_mean.copy_(states.mean(0))
             self.model.state_std.copy_(states.std(0).clamp_min(1e-3))
 
@@ -173,7 +189,8 @@ class GroundingModule(L.LightningModule):
     def _loss(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
         w = self.loss_weights
         action = terms["action_ce"] if "action_ce" in terms else terms["action_mse"]
-        return w.state * terms["state_mse"] + w.action * action + w.token * terms["token_ce"]
+        state = terms["state_ce"] if "state_ce" in terms else terms["state_mse"]
+        return w.state * state + w.action * action + w.token * terms["token_ce"]
 
     def training_step(self, refs: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         terms = self.model.losses(self.collate(refs))
