@@ -21,7 +21,7 @@ Batches of 256 transitions drawn uniformly.
 * ``ours``: ``lightning.Trainer(max_steps=W+N)`` fitting the module; a callback times the N steps
   after W warm-up steps (batch sampling, Lightning's loop, update). Discrete algorithms use
   ``RealImaginaryDataModule(ratio=0)``; continuous ones a minimal data module serving the
-  continuous transitions with the same ``TransitionBuffer`` and ``MixedBatches`` stream
+  continuous transitions with the same ``TransitionBuffer``, ``MixedBatches`` stream and stacking
   (``RealImaginaryDataModule`` checks the actions against the discrete CLEVR environment).
   ``ours`` uses the data module's default of 8 updates per Lightning step
   (``updates_per_batch``); ``ours-k1`` hands over one batch per step.
@@ -329,7 +329,7 @@ def buffer_datamodule(data: Data, hp: Hyper, seed: int, k: int) -> Any:
     import lightning as L
 
     from imaginebench.datamodules.buffer import TransitionBuffer
-    from imaginebench.datamodules.real_imaginary import MixedBatches
+    from imaginebench.datamodules.real_imaginary import MixedBatches, _stacked
 
     class BufferDataModule(L.LightningDataModule):
         def __init__(self) -> None:
@@ -349,15 +349,13 @@ def buffer_datamodule(data: Data, hp: Hyper, seed: int, k: int) -> Any:
 
             class Stream:
                 def __iter__(self) -> Iterator[Any]:
-                    start = module.trainer.global_step if module.trainer is not None else 0
-                    stream = iter(
-                        MixedBatches(module.real, None, hp.batch_size, 0, seed, start_step=start)
-                    )
+                    trainer = module.trainer
+                    start = trainer.global_step if trainer is not None else 0
+                    batches = MixedBatches(module.real, None, hp.batch_size, 0, seed, start)
                     if k == 1:
-                        return stream
-                    return (
-                        torch.stack([next(stream) for _ in range(k)]) for _ in itertools.count()
-                    )
+                        return iter(batches)
+                    # the data module's own one-pass gathering of k batches
+                    return _stacked(batches, k, trainer.max_steps if trainer is not None else -1)
 
             return Stream()
 
