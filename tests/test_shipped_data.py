@@ -23,8 +23,8 @@ LEVELS = ("rephrase", "easy", "hard")
 SHIPPED_DOMAINS = sorted(d.name for d in SHIPPED_ROOT.iterdir() if (d / MANIFEST).is_file())
 
 
-def test_clevr_and_babyai_data_ship():
-    assert {"clevr", "babyai"} <= set(SHIPPED_DOMAINS)
+def test_clevr_babyai_and_halfcheetah_data_ship():
+    assert {"clevr", "babyai", "halfcheetah"} <= set(SHIPPED_DOMAINS)
 
 
 @pytest.mark.parametrize("domain", SHIPPED_DOMAINS)
