@@ -438,30 +438,43 @@ def test_collect_config_is_shared_with_the_rl_configs(domain):
     )
 
 
-def test_babyai_grounding_imagines_integer_grid_states(tmp_path):
-    """The pipeline is domain-generic: a BabyAI grounding checkpoint imagines rollouts whose
-    states are rounded to the grid's integers and which are judged by BabyAI's quality judge."""
+def _real_datamodule(tmp_path, domain, episodes, batch_size=8):
+    """A grounding data module on freshly collected real ``domain`` episodes."""
     from imaginebench.data.collect import collect
+
+    real = tmp_path / f"{domain}_real.h5"
+    dataset, _ = collect(
+        domain, "train", episodes, seed=0, epsilon=0.2, paraphrases=2, progress=False
+    )
+    save_dataset(dataset, real)
+    return GroundingDataModule(real=str(real), domain=domain, batch_size=batch_size, seed=0)
+
+
+def _imagine_after_fit(tmp_path, dm, module, rollouts, horizon):
+    """Fit ``module`` 3 steps, checkpoint it and imagine ``hard`` rollouts from the checkpoint."""
     from imaginebench.imagination.run import imagine_level
 
-    real = tmp_path / "babyai_real.h5"
-    dataset, _ = collect("babyai", "train", 30, seed=0, epsilon=0.2, paraphrases=2, progress=False)
-    save_dataset(dataset, real)
-    dm = GroundingDataModule(real=str(real), domain="babyai", batch_size=8, seed=0)
-    module = _tiny(dm)
     trainer = _trainer(3)
     trainer.fit(module, dm)
     ckpt = tmp_path / "g.ckpt"
     trainer.save_checkpoint(ckpt)
-    imagined, report = imagine_level(
+    path = str(tmp_path / "im_{level}.h5")
+    return imagine_level(
         "hard",
         str(ckpt),
-        str(tmp_path / "im_{level}.h5"),
-        domain="babyai",
-        rollouts=6,
-        horizon=5,
+        path,
+        domain=dm.domain,
+        rollouts=rollouts,
+        horizon=horizon,
         progress=False,
     )
+
+
+def test_babyai_grounding_imagines_integer_grid_states(tmp_path):
+    """The pipeline is domain-generic: a BabyAI grounding checkpoint imagines rollouts whose
+    states are rounded to the grid's integers and which are judged by BabyAI's quality judge."""
+    dm = _real_datamodule(tmp_path, "babyai", 30)
+    imagined, report = _imagine_after_fit(tmp_path, dm, _tiny(dm), rollouts=6, horizon=5)
     assert imagined.domain == "babyai" and len(imagined) >= 1
     np.testing.assert_array_equal(imagined.states, np.rint(imagined.states))
     assert report.level == "hard" and 0.0 <= report.legality <= 1.0
@@ -472,29 +485,13 @@ def test_babyai_grounding_imagines_integer_grid_states(tmp_path):
 def test_halfcheetah_grounding_imagines_continuous_windows(tmp_path):
     """Continuous states and actions, windows of 4 transitions, re-prompted imagination:
     actions stay in [-1, 1], the report judges the rollouts with the simulator."""
-    from imaginebench.data.collect import collect
-    from imaginebench.imagination.run import imagine_level
-
-    real = tmp_path / "halfcheetah_real.h5"
-    dataset, _ = collect("halfcheetah", "train", 8, seed=0, epsilon=0.1, progress=False)
-    save_dataset(dataset, real)
-    dm = GroundingDataModule(real=str(real), domain="halfcheetah", batch_size=4, seed=0)
+    dm = _real_datamodule(tmp_path, "halfcheetah", 8, batch_size=4)
     module = _tiny(dm, window=4)
-    trainer = _trainer(3)
-    trainer.fit(module, dm)
+    dm.setup()
+    module.dataset = dm.dataset
     batch = module.collate(dm.references(0, dm.train_episodes, 8))
     assert (batch["kind"] == STATE).sum(1).max() <= 5  # at most window + 1 states
-    ckpt = tmp_path / "g.ckpt"
-    trainer.save_checkpoint(ckpt)
-    imagined, report = imagine_level(
-        "hard",
-        str(ckpt),
-        str(tmp_path / "im_{level}.h5"),
-        domain="halfcheetah",
-        rollouts=3,
-        horizon=9,
-        progress=False,
-    )
+    imagined, report = _imagine_after_fit(tmp_path, dm, module, rollouts=3, horizon=9)
     assert imagined.domain == "halfcheetah" and imagined.actions.dtype == np.float32
     assert np.abs(imagined.actions).max() <= 1.0
     assert report.level == "hard" and 0.0 <= report.transition_correctness <= 1.0
@@ -504,12 +501,7 @@ def test_categorical_state_head_learns_and_imagines_valid_grid_states(tmp_path, 
     """With state_classes the state loss is a cross-entropy that falls with training, and
     imagined BabyAI states are integers inside the classes without any rounding; continuous
     (CLEVR) states are refused."""
-    from imaginebench.data.collect import collect
-
-    real = tmp_path / "babyai_real.h5"
-    dataset, _ = collect("babyai", "train", 30, seed=0, epsilon=0.2, paraphrases=2, progress=False)
-    save_dataset(dataset, real)
-    dm = GroundingDataModule(real=str(real), domain="babyai", batch_size=8, seed=0)
+    dm = _real_datamodule(tmp_path, "babyai", 30)
     module = _tiny(dm, state_classes=8, adapter_lr=1e-2)
     dm.setup()
     module.dataset = dm.dataset
