@@ -223,13 +223,15 @@ class Imaginer:
                 finished.append(row)
             if len(finished) == len(active) or t == horizon - 1:
                 break
+            reprompt = window is not None and (t + 1) % window == 0  # the window is full
             if finished:
                 rows = torch.as_tensor(
                     sorted(set(range(len(active))) - set(finished)), dtype=torch.long
                 )
                 active, next_state = active[rows], next_state[rows]
-                seq.keep(rows.to(device))
-            if window is not None and (t + 1) % window == 0:  # the window is full: re-prompt
+                if not reprompt:  # a new prompt replaces the cache anyway
+                    seq.keep(rows.to(device))
+            if reprompt:
                 rows_specs = [specs[i] for i in active.tolist()]
                 last = [states[i][-1] for i in active.tolist()]
                 seq = self._prompt(rows_specs, last, start + t + 1, device)
