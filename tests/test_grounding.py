@@ -497,6 +497,20 @@ def test_halfcheetah_grounding_imagines_continuous_windows(tmp_path):
     assert report.level == "hard" and 0.0 <= report.transition_correctness <= 1.0
 
 
+def test_categorical_copy_prior_keeps_the_previous_state_until_trained_otherwise(tmp_path):
+    """With residual_states a categorical head adds a learned bonus to each entry's previous
+    class, so the untrained head copies the previous state; without it the head has no prior."""
+    dm = _real_datamodule(tmp_path, "babyai", 5)
+    hidden = torch.randn(3, _tiny(dm, state_classes=8).model.hidden_size)
+    previous = torch.randint(0, 8, (3, dm.state_dim)).float()
+    copying = _tiny(dm, state_classes=8).model
+    np.testing.assert_array_equal(copying.next_state(hidden, previous), previous)
+    with torch.no_grad():
+        copying.copy_bonus.zero_()
+    assert not torch.equal(copying.next_state(hidden, previous), previous)
+    assert _tiny(dm, state_classes=8, residual_states=False).model.copy_bonus is None
+
+
 def test_categorical_state_head_learns_and_imagines_valid_grid_states(tmp_path, real_path):
     """With state_classes the state loss is a cross-entropy that falls with training, and
     imagined BabyAI states are integers inside the classes without any rounding; continuous

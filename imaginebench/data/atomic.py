@@ -12,7 +12,8 @@ from pathlib import Path
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a hidden temporary sibling of ``path`` to write; when the block succeeds it is
-    fsynced and renamed onto ``path``, when it fails it is removed and ``path`` is untouched."""
+    fsynced and renamed onto ``path`` (and the directory fsynced, so the rename survives a
+    crash), when it fails it is removed and ``path`` is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
@@ -27,6 +28,21 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Best effort: some file systems cannot open or fsync a directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:

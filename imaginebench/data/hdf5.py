@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 
+from imaginebench.data.atomic import atomic_path
 from imaginebench.data.dataset import (
     _ARRAY_KINDS,
     _COMPRESSED,
@@ -69,19 +69,6 @@ def _write_payload(h5: h5py.File, ds: RolloutDataset) -> None:
         _create_strings(h5, name, getattr(ds, name))
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_dataset(
     ds: RolloutDataset, path: str | os.PathLike[str], *, overwrite: bool = False
 ) -> Path:
@@ -97,24 +84,12 @@ def save_dataset(
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path}: file already exists; pass overwrite=True to replace it")
     canonical = validate(ds, source_name=f"{path} (while saving)", nonfinite="raise")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
+    with atomic_path(path) as tmp:
         with h5py.File(tmp, "x") as h5:  # "x": fail rather than clobber; mode follows the umask
             _write_payload(h5, canonical)
             h5.flush()
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         if path.exists() and not overwrite:  # appeared while we were writing
             raise FileExistsError(f"{path}: file already exists; pass overwrite=True to replace it")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
     return path
 
 

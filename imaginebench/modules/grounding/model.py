@@ -43,7 +43,9 @@ class GroundedLM(nn.Module):
         state_dim: size of a state vector.
         action_spec: the dataset's action spec (discrete ``n`` or continuous ``shape``).
         residual_states: predict a state as the state it follows plus a predicted change
-            (states with nothing before them, like the first, are predicted absolutely).
+            (states with nothing before them, like the first, are predicted absolutely). With a
+            categorical head: add a learned per-entry bonus to the logit of the entry's previous
+            class (a copy prior: most entries of a grid state do not change in one step).
         state_adapter_hidden: hidden width of a two-layer (GELU) state adapter; ``0`` gives
             KALM's single linear layer. The MLP can form non-linear features of a state (e.g.
             relative positions) before the LM sees it.
@@ -86,6 +88,12 @@ class GroundedLM(nn.Module):
             self.action_in = nn.Linear(action_dim, hidden)
             self.action_out = nn.Linear(hidden, action_dim)
         self.state_out = nn.Linear(hidden, state_dim * (state_classes or 1))
+        # exp(3) / (exp(3) + 7) ~ 0.74: at the start an entry keeps its class with ~3/4 chance
+        self.copy_bonus = (
+            nn.Parameter(torch.full((state_dim,), 3.0))
+            if state_classes is not None and residual_states
+            else None
+        )
         for adapter in (self.state_in, self.action_in, self.action_out, self.state_out):
             for layer in adapter.modules():
                 if isinstance(layer, (nn.Linear, nn.Embedding)):
@@ -146,14 +154,26 @@ class GroundedLM(nn.Module):
         )
         return out.last_hidden_state.float(), out.past_key_values
 
-    def state_logits(self, hidden: Tensor) -> Tensor:
-        """``(..., state_dim, state_classes)`` logits of a categorical state head."""
-        return self.state_out(hidden).unflatten(-1, (self.state_dim, self.state_classes))
+    def state_logits(
+        self, hidden: Tensor, base: Tensor | None = None, has_base: Tensor | None = None
+    ) -> Tensor:
+        """``(..., state_dim, state_classes)`` logits of a categorical state head; with the
+        copy prior, ``base`` (the previous state, where ``has_base``) gets its bonus."""
+        logits = self.state_out(hidden).unflatten(-1, (self.state_dim, self.state_classes))
+        if self.copy_bonus is None or base is None:
+            return logits
+        previous = F.one_hot(self._classes(base), self.state_classes).to(logits.dtype)
+        if has_base is not None:
+            previous = previous * has_base[..., None, None].to(logits.dtype)
+        return logits + self.copy_bonus[:, None] * previous
+
+    def _classes(self, states: Tensor) -> Tensor:
+        return states.round().long().clamp(0, self.state_classes - 1)
 
     def next_state(self, hidden: Tensor, base: Tensor | None) -> Tensor:
         """Predicted state (data units) from the hidden state before its slot."""
         if self.state_classes is not None:
-            return self.state_logits(hidden).argmax(-1).float()
+            return self.state_logits(hidden, base).argmax(-1).float()
         change = self.state_out(hidden)
         if base is None or not self.residual_states:
             return self.denormalize(change)
@@ -206,8 +226,8 @@ class GroundedLM(nn.Module):
         over entries), plus the mean absolute error in data units."""
         states = batch["state"][:, 1:]
         if self.state_classes is not None:
-            logits = self.state_logits(h)
-            classes = states.round().long().clamp(0, self.state_classes - 1)
+            logits = self.state_logits(h, batch["base"][:, 1:], batch["has_base"][:, 1:])
+            classes = self._classes(states)
             per_entry = F.cross_entropy(logits.flatten(0, 2), classes.flatten(), reduction="none")
             out = {"state_ce": masked_mean(per_entry.view_as(classes).mean(-1), state_mask)}
             predicted = logits.detach().argmax(-1).float()
