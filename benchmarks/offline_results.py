@@ -153,6 +153,13 @@ def main() -> None:
         default=["real", "imaginary", "oracle"],
         choices=["real", "imaginary", "oracle"],
     )
+    parser.add_argument(
+        "--levels",
+        nargs="+",
+        default=list(NOVEL_LEVELS),
+        choices=NOVEL_LEVELS,
+        help="levels of the per-level variants to run (e.g. one per job to split the work)",
+    )
     parser.add_argument("--oracle-episodes", type=int, default=1000)
     parser.add_argument("--work-dir", default=None, help="default: outputs/<domain>_offline")
     parser.add_argument("--out", default=None, help="default: docs/results/<domain>_offline.md")
@@ -174,7 +181,7 @@ def main() -> None:
     rows, budgets, episodes = [], [], 200
     for algo in args.algos:
         for variant in args.variants:
-            levels = [None] if variant == "real" else list(NOVEL_LEVELS)
+            levels = [None] if variant == "real" else args.levels
             runs = {}  # level -> results per seed
             for level in levels:
                 data = second_stream(domain, variant, level, args.oracle_episodes)
