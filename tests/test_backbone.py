@@ -191,6 +191,20 @@ def test_state_instruction_encoder_shapes():
     assert enc.instruction_proj.weight.grad is not None
 
 
+def test_one_instruction_serves_k_samples_like_repeated_rows():
+    torch.manual_seed(0)
+    state, instruction = inputs()
+    enc, k = features(extra_dim=3), 5
+    samples = torch.randn(BATCH, k, state.shape[-1])
+    extra = torch.randn(BATCH, k, 3)
+    grouped = enc(samples, instruction, extra)
+    repeated = enc(
+        samples.flatten(0, 1), instruction.repeat_interleave(k, 0), extra.flatten(0, 1)
+    ).view(BATCH, k, -1)
+    assert grouped.shape == (BATCH, k, enc.feature_dim)
+    torch.testing.assert_close(grouped, repeated)
+
+
 def test_discrete_q_and_deterministic_heads():
     torch.manual_seed(0)
     state, instruction = inputs()

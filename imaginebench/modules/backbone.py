@@ -177,6 +177,11 @@ class StateInstructionEncoder(nn.Module):
 
     The instruction embedding is projected to ``instruction_dim`` and concatenated with the
     (normalised) state, then passed through an MLP; ``feature_dim = hidden[-1]``.
+
+    States (and ``extra``) may carry one more leading dimension than the instruction: with
+    ``state`` of shape ``(n, k, state_dim)`` and ``instruction`` of shape ``(n, embedding_dim)``
+    each instruction serves its ``k`` samples, projected once instead of ``k`` times (the
+    sampled-action terms of CQL, COMBO and BCQ).
     """
 
     def __init__(
@@ -193,7 +198,10 @@ class StateInstructionEncoder(nn.Module):
         self.feature_dim = int(hidden[-1])
 
     def forward(self, state: Tensor, instruction: Tensor, extra: Tensor | None = None) -> Tensor:
-        parts = [state, self.instruction_proj(instruction)]
+        projected = self.instruction_proj(instruction)
+        if state.dim() == projected.dim() + 1:  # k samples per instruction
+            projected = projected.unsqueeze(-2).expand(*state.shape[:-1], -1)
+        parts = [state, projected]
         if extra is not None:
             parts.append(extra)
         return self.trunk(torch.cat(parts, dim=-1))

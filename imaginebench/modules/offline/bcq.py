@@ -174,12 +174,12 @@ class BCQ(StochasticModule):
 
         # Critics: soft clipped double Q, best of k perturbed samples per next state.
         with torch.no_grad():
-            s2_k, instr_k = s2.repeat_interleave(k, 0), instr.repeat_interleave(k, 0)
-            decoded = self.vae.decode(s2_k, instr_k, self.sample_latent(n * k, s.device))
-            a2 = self.actor_target(s2_k, instr_k, decoded)
-            q1, q2 = (c(s2_k, instr_k, a2) for c in self.critics_target)
+            s2_k = s2.unsqueeze(1).expand(-1, k, -1)  # (n, k, state_dim), one instr per row
+            latent = self.sample_latent(n * k, s.device).view(n, k, -1)
+            a2 = self.actor_target(s2_k, instr, self.vae.decode(s2_k, instr, latent))
+            q1, q2 = (c(s2_k, instr, a2) for c in self.critics_target)
             q_next = self.lmbda * torch.min(q1, q2) + (1 - self.lmbda) * torch.max(q1, q2)
-            q_next = q_next.view(n, k).max(dim=1).values
+            q_next = q_next.max(dim=1).values
             discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
             target = batch["reward"] + discount * q_next
         q = [c(s, instr, action) for c in self.critics]
@@ -204,11 +204,11 @@ class BCQ(StochasticModule):
         # The same k latent codes for every state: an action depends on its own input only.
         generator = torch.Generator().manual_seed(EVAL_SEED)
         z = torch.randn((k, self.vae.latent_dim), generator=generator).clamp(-0.5, 0.5)
-        z = z.to(state.device).repeat(n, 1)
-        s_k, instr_k = state.repeat_interleave(k, 0), instruction.repeat_interleave(k, 0)
-        actions = self.actor(s_k, instr_k, self.vae.decode(s_k, instr_k, z))
-        best = self.critics[0](s_k, instr_k, actions).view(n, k).argmax(dim=1)
-        chosen = actions.view(n, k, -1)[torch.arange(n, device=state.device), best]
+        z = z.to(state.device).expand(n, -1, -1)
+        s_k = state.unsqueeze(1).expand(-1, k, -1)  # (n, k, state_dim), one instr per row
+        actions = self.actor(s_k, instruction, self.vae.decode(s_k, instruction, z))
+        best = self.critics[0](s_k, instruction, actions).argmax(dim=1)
+        chosen = actions[torch.arange(n, device=state.device), best]
         return self.from_unit(chosen)
 
 

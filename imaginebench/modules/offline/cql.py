@@ -133,19 +133,20 @@ class CQL(SAC):
     @torch.no_grad()
     def pushdown_actions(
         self, state: Tensor, next_state: Tensor, instruction: Tensor
-    ) -> tuple[Tensor, Tensor, list[tuple[Tensor, Tensor]]]:
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
         """``num_sampled_actions`` uniform actions and policy actions at ``s`` and at ``s'`` per
-        state, with their log-densities: the importance samples of the log-sum-exp."""
-        k = self.num_sampled_actions
-        s_k, s2_k, instr_k = (x.repeat_interleave(k, 0) for x in (state, next_state, instruction))
-        uniform = self.uniform((len(s_k), self.action_dim), state.device, split=True)
-        uniform_logp = torch.full((len(s_k),), self.action_dim * math.log(0.5), device=s_k.device)
+        state, with their log-densities: the importance samples of the log-sum-exp. Returns
+        the states repeated ``(n, k, state_dim)`` and the ``(n, k, ...)`` samples."""
+        n, k = state.shape[0], self.num_sampled_actions
+        s_k, s2_k = (x.unsqueeze(1).expand(-1, k, -1) for x in (state, next_state))
+        uniform = self.uniform((n, k, self.action_dim), state.device, split=True)
+        uniform_logp = torch.full((n, k), self.action_dim * math.log(0.5), device=state.device)
         samples = [
             (uniform, uniform_logp),
-            self.tanh_gaussian(self.actor, s_k, instr_k, split=True),
-            self.tanh_gaussian(self.actor, s2_k, instr_k, split=True),
+            self.tanh_gaussian(self.actor, s_k, instruction, split=True),
+            self.tanh_gaussian(self.actor, s2_k, instruction, split=True),
         ]
-        return s_k, instr_k, samples
+        return s_k, samples
 
     def conservative_sac_losses(
         self,
@@ -160,15 +161,14 @@ class CQL(SAC):
         temperature = self.log_temperature.exp().detach()
         actor_loss, temperature_loss, _ = self.policy_terms(s, instr, temperature)
         target = self.soft_backup(batch["reward"], s2, instr, batch["done"], temperature)
-        s_k, instr_k, samples = self.pushdown_actions(
-            s[pushdown_rows], s2[pushdown_rows], instr[pushdown_rows]
-        )
+        instr_pushdown = instr[pushdown_rows]
+        s_k, samples = self.pushdown_actions(s[pushdown_rows], s2[pushdown_rows], instr_pushdown)
         td, conservative, q_data_mean = 0.0, 0.0, 0.0
         for critic in self.critics:
             q_data = critic(s, instr, action)
             td = td + F.mse_loss(q_data, target)
-            sampled = torch.stack([critic(s_k, instr_k, a) - logp for a, logp in samples], -1)
-            logsumexp = torch.logsumexp(sampled.view(-1, 3 * self.num_sampled_actions), dim=-1)
+            sampled = torch.cat([critic(s_k, instr_pushdown, a) - logp for a, logp in samples], 1)
+            logsumexp = torch.logsumexp(sampled, dim=-1)
             conservative = conservative + logsumexp.mean() - q_data[data_rows].mean()
             q_data_mean = q_data_mean + q_data.mean().detach() / len(self.critics)
         critic_loss = td + self.conservative_weight * conservative
