@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningCLI
+
+from imaginebench.callbacks.progress import update_progress_bar
 
 
 class ImagineBenchCLI(LightningCLI):
@@ -24,6 +28,16 @@ class ImagineBenchCLI(LightningCLI):
         parser.link_arguments(
             "data.action_spec", "model.init_args.action_spec", apply_on="instantiate"
         )
+
+    def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
+        """The trainer, with Lightning's default progress bar swapped for one that counts
+        gradient updates (a bar named in the config is kept as it is)."""
+        named = list(self._get(self.config_init, "trainer", default={}).get("callbacks") or [])
+        trainer = super().instantiate_trainer(**kwargs)  # may append its default bar to that list
+        bar = trainer.progress_bar_callback
+        if type(bar) in (RichProgressBar, TQDMProgressBar) and not any(c is bar for c in named):
+            trainer.callbacks[trainer.callbacks.index(bar)] = update_progress_bar()
+        return trainer
 
 
 def quiet_known_warnings() -> None:

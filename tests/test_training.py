@@ -273,3 +273,39 @@ def test_direct_updates_train_exactly_like_lightnings_hooked_path(real_path):
     assert callbacks[0].calls == 10  # the hooked path ran every hook
     for key in runs[0]:
         assert torch.equal(runs[0][key], runs[1][key]), key
+
+
+@pytest.mark.parametrize("rich", [True, False], ids=["rich", "tqdm"])
+def test_progress_bar_counts_updates_not_batches(tmp_path, real_path, rich):
+    """With several updates per Lightning batch, the CLI's bar ends at max_steps of max_steps
+    (Lightning's own would stop at max_steps / updates_per_batch)."""
+    import imaginebench.callbacks.progress as progress
+    from imaginebench.callbacks import UpdateRichProgressBar, UpdateTQDMProgressBar
+
+    config = CONFIGS[[c.stem for c in CONFIGS].index("bc_clevr")]
+    small = _small_config(config, tmp_path, real_path, enable_progress_bar=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(progress, "_RICH_AVAILABLE", rich)
+        bar = run(["fit", "-c", str(small)]).trainer.progress_bar_callback
+    if rich:
+        assert type(bar) is UpdateRichProgressBar
+        task = bar.progress.tasks[bar.train_progress_bar_id]
+        assert (task.completed, task.total) == (6, 6)
+        assert task.description.strip() == "Training"
+    else:
+        assert type(bar) is UpdateTQDMProgressBar
+        assert (bar.train_progress_bar.n, bar.train_progress_bar.total) == (6, 6)
+
+
+def test_a_progress_bar_named_in_the_config_is_kept(tmp_path, real_path):
+    from lightning.pytorch.callbacks import TQDMProgressBar
+
+    config = CONFIGS[[c.stem for c in CONFIGS].index("bc_clevr")]
+    small = _small_config(config, tmp_path, real_path, enable_progress_bar=True)
+    cfg = yaml.safe_load(small.read_text())
+    cfg["trainer"]["callbacks"].append(
+        {"class_path": "lightning.pytorch.callbacks.TQDMProgressBar", "init_args": {}}
+    )
+    small.write_text(yaml.safe_dump(cfg))
+    bar = run(["fit", "-c", str(small)]).trainer.progress_bar_callback
+    assert type(bar) is TQDMProgressBar

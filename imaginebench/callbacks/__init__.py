@@ -1,4 +1,4 @@
-"""Lightning callbacks: simulator evaluation per task level."""
+"""Lightning callbacks: simulator evaluation per task level, a progress bar in updates."""
 
 from imaginebench.callbacks.evaluation import (
     LevelResult,
@@ -6,5 +6,18 @@ from imaginebench.callbacks.evaluation import (
     evaluate_level,
     wilson_interval,
 )
+from imaginebench.callbacks.progress import (
+    UpdateRichProgressBar,
+    UpdateTQDMProgressBar,
+    update_progress_bar,
+)
 
-__all__ = ["LevelResult", "SuccessRateEvaluation", "evaluate_level", "wilson_interval"]
+__all__ = [
+    "LevelResult",
+    "SuccessRateEvaluation",
+    "UpdateRichProgressBar",
+    "UpdateTQDMProgressBar",
+    "evaluate_level",
+    "update_progress_bar",
+    "wilson_interval",
+]
