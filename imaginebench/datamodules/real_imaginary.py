@@ -290,6 +290,14 @@ class RealImaginaryDataModule(L.LightningDataModule):
     def train_dataloader(self) -> "_StreamFromTrainer":
         return _StreamFromTrainer(self)
 
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
+        """Skip the copy when the batch already lives on ``device`` (the CPU case)."""
+        if isinstance(batch, TensorDict) and batch["state"].device == device:
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+
     def val_dataloader(self) -> list[int]:
         """One dummy batch: ``trainer.validate`` evaluation happens in the evaluation callback."""
         return [0]

@@ -224,15 +224,6 @@ class OfflineRLModule(L.LightningModule):
         out["instruction"] = self.train_embeddings[get("instruction_id")]
         return out
 
-    def transfer_batch_to_device(
-        self, batch: Any, device: torch.device, dataloader_idx: int
-    ) -> Any:
-        """Skip Lightning's copy when the batch already lives on ``device`` (CPU training:
-        the replay buffers are in memory, and the per-tensor ``.to`` costs ~60 us a step)."""
-        if isinstance(batch, TensorDictBase) and all(v.device == device for v in batch.values()):
-            return batch
-        return super().transfer_batch_to_device(batch, device, dataloader_idx)
-
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.param_groups(), lr=getattr(self, "lr", 3e-4), foreach=True)
 
