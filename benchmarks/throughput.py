@@ -329,9 +329,15 @@ def buffer_datamodule(data: Data, hp: Hyper, seed: int, k: int) -> Any:
     import lightning as L
 
     from imaginebench.datamodules.buffer import TransitionBuffer
-    from imaginebench.datamodules.real_imaginary import MixedBatches, _stacked
+    from imaginebench.datamodules.real_imaginary import (
+        MixedBatches,
+        RealImaginaryDataModule,
+        _stacked,
+    )
 
     class BufferDataModule(L.LightningDataModule):
+        transfer_batch_to_device = RealImaginaryDataModule.transfer_batch_to_device  # no copy
+
         def __init__(self) -> None:
             super().__init__()
             self.state_dim, self.action_spec = data.state_dim, data.action_spec

@@ -293,10 +293,11 @@ class RealImaginaryDataModule(L.LightningDataModule):
     def transfer_batch_to_device(
         self, batch: Any, device: torch.device, dataloader_idx: int
     ) -> Any:
-        """Skip the copy when the batch already lives on ``device`` (the CPU case)."""
+        """Skip the copy when the batch already lives on ``device`` (the CPU case: the per-tensor
+        ``.to`` costs ~60 us a step). Free of ``super()``, so other data modules can reuse it."""
         if isinstance(batch, TensorDict) and batch["state"].device == device:
             return batch
-        return super().transfer_batch_to_device(batch, device, dataloader_idx)
+        return L.LightningDataModule.transfer_batch_to_device(self, batch, device, dataloader_idx)
 
     def val_dataloader(self) -> list[int]:
         """One dummy batch: ``trainer.validate`` evaluation happens in the evaluation callback."""
