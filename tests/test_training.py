@@ -309,3 +309,14 @@ def test_a_progress_bar_named_in_the_config_is_kept(tmp_path, real_path):
     small.write_text(yaml.safe_dump(cfg))
     bar = run(["fit", "-c", str(small)]).trainer.progress_bar_callback
     assert type(bar) is TQDMProgressBar
+
+
+def test_fit_overrides_the_batch_transfer_in_one_place_only(real_path):
+    """The in-memory batch skips Lightning's device copy without a double-override warning."""
+    import warnings
+
+    dm, model = _fresh(real_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _trainer(4, enable_checkpointing=False).fit(model, dm)
+    assert not [w for w in caught if "transfer_batch_to_device" in str(w.message)]
