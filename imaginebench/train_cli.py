@@ -13,7 +13,6 @@ import warnings
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningCLI
 
 from imaginebench.callbacks.progress import update_progress_bar
@@ -35,7 +34,7 @@ class ImagineBenchCLI(LightningCLI):
         named = list(self._get(self.config_init, "trainer", default={}).get("callbacks") or [])
         trainer = super().instantiate_trainer(**kwargs)  # may append its default bar to that list
         bar = trainer.progress_bar_callback
-        if type(bar) in (RichProgressBar, TQDMProgressBar) and not any(c is bar for c in named):
+        if bar is not None and not any(c is bar for c in named):  # Lightning added it
             trainer.callbacks[trainer.callbacks.index(bar)] = update_progress_bar()
         return trainer
 

@@ -23,9 +23,8 @@ class _CountUpdates:
     """Mixin for Lightning's progress bars: in a step-bounded run, report the updates done
     since the epoch started (what the bar's total counts) as the position."""
 
-    _first_step: int = 0
-
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # a run resumed mid-epoch gets no on_train_epoch_start: count from here then
         self._first_step = trainer.global_step
         super().on_train_start(trainer, pl_module)  # type: ignore[misc]
 
