@@ -174,8 +174,15 @@ def test_fit_checkpoint_round_trip_and_act(name, tasks, tmp_path):
     states = rng.normal(size=(7, dm.state_dim)).astype(np.float32)
     words = [LEFT[0], RIGHT[3], "please go to the left", RIGHT[0], LEFT[2], LEFT[1], RIGHT[1]]
     actions = module.act(states, words)
-    np.testing.assert_array_equal(restored.act(states, words), actions)
     np.testing.assert_array_equal(module.act(states, words), actions)  # deterministic
+    # The restored module rebuilds its instruction bank, so the unseen sentence is encoded in a
+    # different batch (other padding) than in ``module``; the sentence encoder's float32 output
+    # then differs in the last bits, which moved continuous actions by 2-4e-7 on one machine.
+    # Equal up to float32 rounding, far below any difference a lost weight would make:
+    if case.discrete:
+        np.testing.assert_array_equal(restored.act(states, words), actions)
+    else:
+        np.testing.assert_allclose(restored.act(states, words), actions, rtol=0, atol=1e-5)
     single = module.act(states[0], LEFT[0])
     if case.discrete:
         assert actions.shape == (7,) and actions.dtype == np.int64
