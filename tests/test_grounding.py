@@ -79,6 +79,11 @@ def _trainer(steps, **kwargs):
     )
 
 
+CLEVR_ACTION_WORDS = yaml.safe_load((ROOT / "configs/grounding_clevr.yaml").read_text())["model"][
+    "init_args"
+]["action_words"]
+
+
 # -- sequences ----------------------------------------------------------------------------------
 def test_sequences_place_slots_and_targets_explicitly(real_path):
     dm = _datamodule(real_path)
@@ -131,6 +136,77 @@ def test_windows_cover_long_rollouts_and_state_their_start():
     assert tokenizer.decode(item.tokens[: item.kind.index(STATE)]).endswith("from step 6 :")
     with pytest.raises(ValueError, match="window"):
         SequenceBuilder(tokenizer, 2, (), window=0)
+
+
+def test_clevr_action_words_name_each_push():
+    """``ball * 8 + direction``: the colour in ball order, then the direction's words in the
+    instructions' frame (right = +x, behind = +y)."""
+    from imaginebench.envs.clevr.instructions import COLORS
+    from imaginebench.envs.clevr.physics import PUSH_DIRECTIONS
+
+    colours, directions = CLEVR_ACTION_WORDS
+    assert colours == list(COLORS) and len(directions) == len(PUSH_DIRECTIONS)
+    for (dx, dy), name in zip(PUSH_DIRECTIONS, directions):
+        expected = {"right" if dx > 0 else "left"} if dx else set()
+        expected |= {"behind" if dy > 0 else "front"} if dy else set()
+        assert set(name.split()) == expected, (dx, dy, name)
+
+
+def test_action_words_read_and_write_actions_through_the_lm_embeddings():
+    from imaginebench.modules.grounding.action_words import ActionWords
+
+    tokenizer = _tiny_tokenizer()
+    words = ActionWords(CLEVR_ACTION_WORDS, tokenizer, 40, 8)
+    action = torch.tensor([17, 0, 39])  # green behind, red right, cyan front left
+    assert words.digit(action, 0).tolist() == [2, 0, 4]
+    assert words.digit(action, 1).tolist() == [1, 0, 7]
+
+    def ids(text):
+        return tokenizer(" " + text, add_special_tokens=False)["input_ids"]
+
+    table = torch.randn(len(tokenizer), 8)
+    assert len(ids("front left")) == 2  # a two-token word is the mean of its tokens
+    torch.testing.assert_close(words.embed(table, action, 1)[2], table[ids("front left")].mean(0))
+    hidden = torch.randn(3, 8)
+    colour_rows = torch.stack([table[ids(c)].mean(0) for c in CLEVR_ACTION_WORDS[0]])
+    torch.testing.assert_close(words.logits(table, hidden, 0), hidden @ colour_rows.T)
+    masked = words.all_logits(table, hidden, torch.tensor([0, 1, 1]))
+    assert torch.isinf(masked[0, 5:]).all() and torch.isinf(masked[1:, :5]).all()
+    assert words.target(action, torch.tensor([0, 1, 1])).tolist() == [2, 5, 12]
+    with pytest.raises(ValueError, match="spell 5 x 7 = 35 actions"):
+        ActionWords([CLEVR_ACTION_WORDS[0], CLEVR_ACTION_WORDS[1][:7]], tokenizer, 40, 8)
+    with pytest.raises(ValueError, match="repeat"):
+        ActionWords([["red", "red"], CLEVR_ACTION_WORDS[1]], tokenizer, 16, 8)
+
+
+def test_actions_in_words_take_a_position_per_word_and_their_loss_falls(real_path):
+    dm = _datamodule(real_path, val_fraction=0.2, val_batches=3)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS, lr=3e-3, adapter_lr=3e-3)
+    dm.setup()
+    ep = dm.dataset.episode(0)
+    gen = module.builder.generation(ep.instruction, ep.states, ep.actions)
+    kinds = np.array(gen.kind)
+    action_words = np.array(gen.word)[kinds == ACTION]
+    assert action_words.tolist() == [0, 1] * len(ep.actions)
+    assert [a for a in gen.action if a is not None][::2] == list(ep.actions)
+    module.dataset = dm.dataset
+    before = _action_terms(module, dm)
+    _trainer(60).fit(module, dm)
+    after = _action_terms(module, dm)
+    # measured: 3.72 -> 3.54 (the tiny random LM's word embeddings carry no meaning)
+    assert after["action_ce"] < before["action_ce"] - 0.1, (before, after)
+    assert after["action_accuracy"] > before["action_accuracy"]
+
+
+def _action_terms(module, dm):
+    """Loss terms on 32 generation sequences of training rollouts."""
+    module.eval()
+    with torch.no_grad():
+        refs = dm.references(0, dm.train_episodes, 32)
+        refs["task"].zero_()  # generation: the sequences with action targets
+        terms = module.model.losses(module.collate(refs))
+    module.train()
+    return {k: float(v) for k, v in terms.items()}
 
 
 def _tiny_tokenizer():
@@ -262,10 +338,11 @@ def test_lora_checkpoint_of_a_pretrained_lm_holds_only_trained_tensors(real_path
 
 
 # -- imagination --------------------------------------------------------------------------------
+@pytest.mark.parametrize("words", [None, "clevr"])
 @pytest.mark.parametrize("strategy", ["greedy", "sample"])
-def test_kv_cached_decoding_equals_full_reforward(real_path, strategy):
+def test_kv_cached_decoding_equals_full_reforward(real_path, strategy, words):
     dm = _datamodule(real_path)
-    module = _tiny(dm)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None)
     _trainer(10).fit(module, dm)
     specs = get_domain("clevr").make_suite().episodes("hard", 7, seed=0, split="data")
     runs = []

@@ -6,6 +6,8 @@ state are encoded once; then every step feeds one action slot and one state slot
     hidden at s_t  -> action head -> a_t (greedy or sampled)  -> feed a_t
     hidden at a_t  -> state head  -> s_{t+1} (= s_t + change) -> feed s_{t+1}
 
+An action spelled in words is decoded word by word, each word chosen given the ones before it.
+
 With the KV cache each feed is a one-position forward pass. ``use_cache=False`` instead re-runs
 the whole sequence for every slot (what the reference implementation does, minus its
 one-step action lag) and yields the same rollouts; it exists for tests and the benchmark.
@@ -167,15 +169,29 @@ class Imaginer:
         bar.close()
         return out
 
-    def _choose(self, hidden: Tensor) -> Tensor:
-        prediction = self.model.action_logits(hidden)
+    def _act(self, seq: _Sequences) -> tuple[Tensor, Tensor]:
+        """Choose each row's action, feed it; returns the actions and the new hidden state."""
+        action, hidden = None, seq.last
+        for word in range(self.model.words_per_action):
+            choice = self._choose(self.model.action_logits(hidden, word))
+            if self.model.action_words is not None:
+                part = choice * self.model.action_words.strides[word]
+                action = part if action is None else action + part
+            else:
+                action = choice
+            hidden = seq.feed(self.model.embed_actions(action, word))
+        return action, hidden
+
+    def _choose(self, prediction: Tensor) -> Tensor:
         if not self.discrete:
             return prediction.clamp(self.action_low, self.action_high)
         if self.decoding.strategy == "greedy":
             return prediction.argmax(-1)
         probs = torch.softmax(prediction / self.decoding.temperature, -1)
         return (
-            torch.multinomial(probs.cpu(), 1, generator=self.generator).squeeze(1).to(hidden.device)
+            torch.multinomial(probs.cpu(), 1, generator=self.generator)
+            .squeeze(1)
+            .to(prediction.device)
         )
 
     def _prompt(
@@ -201,8 +217,7 @@ class Imaginer:
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
         for t in range(horizon):
-            action = self._choose(seq.last)
-            hidden = seq.feed(self.model.embed_actions(action))
+            action, hidden = self._act(seq)
             next_state = self.model.next_state(hidden, current)
             if self.integer_states:
                 next_state = next_state.round()

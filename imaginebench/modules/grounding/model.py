@@ -9,6 +9,10 @@ For grid domains whose states are small integers (BabyAI: cell coordinates, colo
 indices in ``0..7``) ``state_classes=C`` makes the state head categorical: ``C`` logits per
 entry, trained with cross-entropy and decoded by argmax, so an imagined state is always a
 valid integer vector rather than a rounded regression that can land between two cells.
+
+With ``action_words`` a discrete action is spelled as words of the LM's vocabulary, one
+position per word, read and written through the LM's own embeddings
+(:mod:`~imaginebench.modules.grounding.action_words`) instead of a fresh embedding and head.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.sequences import (
     ACTION,
     ACTION_TARGET,
@@ -51,6 +56,8 @@ class GroundedLM(nn.Module):
             relative positions) before the LM sees it.
         state_classes: states are integers in ``[0, state_classes)``: a categorical state
             head (``None``: regression).
+        action_words: discrete actions spelled in the LM's words (``None``: an action
+            embedding and a linear head over action indices).
     """
 
     def __init__(
@@ -61,6 +68,7 @@ class GroundedLM(nn.Module):
         residual_states: bool,
         state_adapter_hidden: int = 0,
         state_classes: int | None = None,
+        action_words: ActionWords | None = None,
     ) -> None:
         super().__init__()
         if state_classes is not None and state_classes < 2:
@@ -80,8 +88,12 @@ class GroundedLM(nn.Module):
             )
         else:
             self.state_in = nn.Linear(state_dim, hidden)
-        if self.discrete:
-            self.action_in: nn.Module = nn.Embedding(int(action_spec["n"]), hidden)
+        self.action_words = action_words
+        if action_words is not None:
+            self.action_in: nn.Module = nn.Identity()  # the words' own embeddings
+            self.action_out: nn.Module = nn.Identity()
+        elif self.discrete:
+            self.action_in = nn.Embedding(int(action_spec["n"]), hidden)
             self.action_out = nn.Linear(hidden, int(action_spec["n"]))
         else:
             action_dim = int(torch.tensor(action_spec["shape"]).prod())
@@ -107,7 +119,8 @@ class GroundedLM(nn.Module):
             self.state_in[-1] if isinstance(self.state_in, nn.Sequential) else (self.state_in)
         )
         for layer in (last_state_layer, self.action_in):
-            nn.init.normal_(layer.weight, std=token_rms)
+            if hasattr(layer, "weight"):
+                nn.init.normal_(layer.weight, std=token_rms)
         self.register_buffer("state_mean", torch.zeros(state_dim))
         self.register_buffer("state_std", torch.ones(state_dim))
 
@@ -125,7 +138,11 @@ class GroundedLM(nn.Module):
     def embed_states(self, state: Tensor) -> Tensor:
         return self.state_in(self.normalize(state))
 
-    def embed_actions(self, action: Tensor) -> Tensor:
+    def embed_actions(self, action: Tensor, word: Tensor | int = 0) -> Tensor:
+        """Input embedding of an action (with ``action_words``: of its word ``word``)."""
+        if self.action_words is not None:
+            table = self.lm.get_input_embeddings().weight
+            return self.action_words.embed(table, action, word)
         return self.action_in(action if self.discrete else action.float())
 
     def embed(self, batch: dict[str, Tensor]) -> Tensor:
@@ -133,7 +150,7 @@ class GroundedLM(nn.Module):
         tokens = self.lm.get_input_embeddings()(batch["input_ids"]).float()
         kind = batch["kind"].unsqueeze(-1)
         states = self.embed_states(batch["state"])
-        actions = self.embed_actions(batch["action"])
+        actions = self.embed_actions(batch["action"], batch["word"])
         return torch.where(kind == STATE, states, torch.where(kind == ACTION, actions, tokens))
 
     def hidden(
@@ -179,9 +196,17 @@ class GroundedLM(nn.Module):
             return self.denormalize(change)
         return self.denormalize(self.normalize(base) + change)
 
-    def action_logits(self, hidden: Tensor) -> Tensor:
-        """Action logits (discrete) or the predicted action (continuous)."""
+    def action_logits(self, hidden: Tensor, word: int = 0) -> Tensor:
+        """Action logits (discrete) or the predicted action (continuous); with
+        ``action_words``, the logits of the action's word ``word``."""
+        if self.action_words is not None:
+            table = self.lm.get_output_embeddings().weight
+            return self.action_words.logits(table, hidden, word)
         return self.action_out(hidden)
+
+    @property
+    def words_per_action(self) -> int:
+        return 1 if self.action_words is None else self.action_words.count
 
     def token_logits(self, hidden: Tensor) -> Tensor:
         head = self.lm.get_output_embeddings()
@@ -198,9 +223,11 @@ class GroundedLM(nn.Module):
         out = self._state_losses(h, batch, state_mask)
 
         action_mask = target == ACTION_TARGET
-        prediction = self.action_out(h)
         actions = batch["action"][:, 1:]
-        if self.discrete:
+        if self.action_words is not None:
+            out.update(self._word_losses(h, actions, batch["word"][:, 1:], action_mask))
+        elif self.discrete:
+            prediction = self.action_out(h)
             per_position = F.cross_entropy(
                 prediction.flatten(0, 1), actions.flatten(), reduction="none"
             ).view_as(actions)
@@ -209,6 +236,7 @@ class GroundedLM(nn.Module):
                 hit = (prediction.argmax(-1) == actions).float()
                 out["action_accuracy"] = masked_mean(hit, action_mask)
         else:
+            prediction = self.action_out(h)
             out["action_mse"] = masked_mean((prediction - actions).pow(2).mean(-1), action_mask)
 
         token_mask = target == TOKEN_TARGET
@@ -218,6 +246,26 @@ class GroundedLM(nn.Module):
         else:
             out["token_ce"] = h.sum() * 0.0
         return out
+
+    def _word_losses(
+        self, h: Tensor, actions: Tensor, word: Tensor, mask: Tensor
+    ) -> dict[str, Tensor]:
+        """Action CE (the action's negative log-likelihood: the sum over its words) and
+        accuracy (every word right) of an action spelled in words."""
+        words = self.action_words
+        if not mask.any():
+            zero = h.sum() * 0.0
+            return {"action_ce": zero, "action_accuracy": zero.detach()}
+        position, action = word[mask], actions[mask]
+        table = self.lm.get_output_embeddings().weight
+        logits = words.all_logits(table, h[mask], position)
+        target = words.target(action, position)
+        per_word = F.cross_entropy(logits, target, reduction="none")
+        # Row-major masking keeps an action's words consecutive: (actions, words per action).
+        per_action = per_word.view(-1, words.count)
+        with torch.no_grad():
+            hit = (logits.argmax(-1) == target).view(-1, words.count).all(-1).float()
+        return {"action_ce": per_action.sum(-1).mean(), "action_accuracy": hit.mean()}
 
     def _state_losses(
         self, h: Tensor, batch: dict[str, Tensor], state_mask: Tensor

@@ -20,6 +20,7 @@ import lightning as L
 import torch
 
 from imaginebench.data.collect import CollectConfig
+from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.language_models import (
     DEFAULT_LM,
     Precision,
@@ -94,6 +95,11 @@ class GroundingModule(L.LightningModule):
         window: transitions per generation/explanation sequence (``None``: whole rollouts);
             imagination then re-prompts every ``window`` steps. For long rollouts, where whole
             ones make sequences of hundreds of slots (HalfCheetah).
+        action_words: spell discrete actions in the LM's own words, one list per word
+            position, ``action`` = their mixed-radix index (CLEVR: ``[[red, blue, ...],
+            [right, behind, ...]]`` for ``ball * 8 + direction``); read and written through the
+            LM's embeddings, so words of the instruction point at the action's words.
+            ``None``: a fresh action embedding and linear head.
     """
 
     def __init__(
@@ -115,6 +121,7 @@ class GroundingModule(L.LightningModule):
         warmup_steps: int = 0,
         state_classes: int | None = None,
         window: int | None = None,
+        action_words: list[list[str]] | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -136,6 +143,19 @@ class GroundingModule(L.LightningModule):
             raise ValueError(f"tokenizer has {len(self.tokenizer)} tokens, the LM only {vocab}")
         if lora is not None:
             causal_lm = _with_lora(causal_lm, lora, load_in_4bit)
+        discrete = self.action_spec["type"] == "discrete"
+        if action_words is not None and not discrete:
+            raise ValueError("action_words spell discrete actions; this action space is continuous")
+        words = (
+            ActionWords(
+                action_words,
+                self.tokenizer,
+                int(self.action_spec["n"]),
+                int(causal_lm.get_input_embeddings().embedding_dim),
+            )
+            if action_words is not None
+            else None
+        )
         self.model = GroundedLM(
             causal_lm,
             self.state_dim,
@@ -143,10 +163,13 @@ class GroundingModule(L.LightningModule):
             residual_states,
             state_adapter_hidden,
             state_classes,
+            words,
         )
         self.model.train()  # from_pretrained returns the LM in eval mode (LoRA dropout off)
-        shape = () if self.action_spec["type"] == "discrete" else tuple(self.action_spec["shape"])
-        self.builder = SequenceBuilder(self.tokenizer, self.state_dim, shape, window)
+        shape = () if discrete else tuple(self.action_spec["shape"])
+        self.builder = SequenceBuilder(
+            self.tokenizer, self.state_dim, shape, window, self.model.words_per_action
+        )
         self.dataset = None  # the data module's real dataset, set in setup
 
     # -- data -----------------------------------------------------------------------------------

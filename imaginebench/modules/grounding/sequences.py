@@ -1,7 +1,8 @@
 """Token sequences with numeric slots, for the four grounding tasks.
 
 A sequence is text tokens interleaved with *slots*: one position per state vector and one per
-action, whose input embeddings the model replaces with projections of the numbers. Every
+action (or one per word of an action spelled in words), whose input embeddings the model
+replaces with projections of the numbers. Every
 position records what it holds (``kind``) and what it is supervised as (``target``: the item at
 position ``p`` is predicted from the hidden state at ``p - 1``). Slot positions are explicit, so
 nothing depends on how a tokenizer splits marker strings.
@@ -67,6 +68,7 @@ class Item:
     state: list[np.ndarray | None]  # state value at STATE positions
     action: list[Any]  # action value at ACTION positions
     base: list[np.ndarray | None]  # base state of STATE targets (None: absolute)
+    word: list[int]  # which of an action's words an ACTION position holds (0 elsewhere)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -80,6 +82,8 @@ class SequenceBuilder:
         state_dim: size of a state.
         action_shape: ``()`` for discrete actions, ``(A,)`` for continuous ones.
         window: transitions per generation/explanation sequence (``None``: whole rollouts).
+        words_per_action: positions per action (an action spelled as that many words, see
+            :mod:`~imaginebench.modules.grounding.action_words`; 1: one action slot).
     """
 
     def __init__(
@@ -88,10 +92,14 @@ class SequenceBuilder:
         state_dim: int,
         action_shape: tuple[int, ...],
         window: int | None = None,
+        words_per_action: int = 1,
     ) -> None:
         if window is not None and window < 1:
             raise ValueError(f"window must be >= 1 transitions or None, got {window}")
+        if words_per_action < 1:
+            raise ValueError(f"words_per_action must be >= 1, got {words_per_action}")
         self.window = window
+        self.words_per_action = words_per_action
         self.tokenizer = tokenizer
         self.state_dim = state_dim
         self.action_shape = tuple(action_shape)
@@ -113,7 +121,7 @@ class SequenceBuilder:
         return ids
 
     def _new(self) -> Item:
-        item = Item([], [], [], [], [], [])
+        item = Item([], [], [], [], [], [], [])
         if self.bos is not None:
             self._text(item, [self.bos], supervised=False)
         return item
@@ -126,6 +134,7 @@ class SequenceBuilder:
         item.state += [None] * n
         item.action += [None] * n
         item.base += [None] * n
+        item.word += [0] * n
 
     def _state(self, item: Item, state: np.ndarray, supervised: bool, base: Any = None) -> None:
         item.tokens.append(self.pad)
@@ -134,14 +143,17 @@ class SequenceBuilder:
         item.state.append(state)
         item.action.append(None)
         item.base.append(base)
+        item.word.append(0)
 
     def _action(self, item: Item, action: Any, supervised: bool) -> None:
-        item.tokens.append(self.pad)
-        item.kind.append(ACTION)
-        item.target.append(ACTION_TARGET if supervised else NONE)
-        item.state.append(None)
-        item.action.append(action)
-        item.base.append(None)
+        for word in range(self.words_per_action):
+            item.tokens.append(self.pad)
+            item.kind.append(ACTION)
+            item.target.append(ACTION_TARGET if supervised else NONE)
+            item.state.append(None)
+            item.action.append(action)
+            item.base.append(None)
+            item.word.append(word)
 
     def _trajectory(
         self, item: Item, states: np.ndarray, actions: np.ndarray, supervised: bool
@@ -214,7 +226,7 @@ class SequenceBuilder:
         """Pad ``items`` into a dict of tensors (all ``(B, L, ...)``).
 
         Keys: ``input_ids``, ``kind``, ``target``, ``state``, ``base``, ``has_base``,
-        ``action``, ``attention_mask``, ``position_ids`` (0-based over the real positions, so
+        ``action``, ``word``, ``attention_mask``, ``position_ids`` (0-based over the real positions, so
         left and right padding give every real position the same index).
         """
         b, length = len(items), max(len(i) for i in items)
@@ -229,6 +241,7 @@ class SequenceBuilder:
             "action": torch.zeros((b, length, *self.action_shape), dtype=torch.long)
             if discrete
             else torch.zeros(b, length, *self.action_shape),
+            "word": torch.zeros(b, length, dtype=torch.long),
             "attention_mask": torch.zeros(b, length, dtype=torch.long),
         }
         for row, item in enumerate(items):
@@ -238,6 +251,7 @@ class SequenceBuilder:
             out["input_ids"][row, cols] = torch.tensor(item.tokens)
             out["kind"][row, cols] = torch.tensor(item.kind)
             out["target"][row, cols] = torch.tensor(item.target)
+            out["word"][row, cols] = torch.tensor(item.word)
             out["attention_mask"][row, cols] = 1
             for p, (s, a, base) in enumerate(zip(item.state, item.action, item.base)):
                 if s is not None:
