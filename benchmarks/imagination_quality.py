@@ -60,11 +60,14 @@ def main() -> None:
         "(`configs/imagine_<domain>.yaml`). Paper: ImagineBench Table 2, Llama-2-7B. "
         "Consistency = rollouts that satisfy their own instruction; transition = steps whose "
         "change the domain's dynamics allow; legality = physically possible states "
+        "replayed success = rollouts whose actions, executed in the simulator from their "
+        "initial state, accomplish the instruction (– where a report predates the measure; "
+        "`--rejudge` computes it) "
         "([docs/grounding.md](../grounding.md#quality-report)).",
         "",
         "| domain | level | rollouts | mean length | consistency (paper) | transition "
-        "correctness (paper) | legality (paper) |",
-        "|---|---|---|---|---|---|---|",
+        "correctness (paper) | legality (paper) | replayed success |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for domain in domains:
         for level in LEVELS:
@@ -75,6 +78,8 @@ def main() -> None:
                 f"{100 * v:.1f} %" + (f" ({paper[i]:.1f} %)" if paper else "")
                 for i, v in enumerate(ours)
             ]
+            replayed = q.get("replayed_success")
+            cells.append("–" if replayed is None else f"{100 * replayed:.1f} %")
             lines.append(
                 f"| {domain} | {level} | {q['rollouts']} | {q['mean_length']:.1f} | "
                 + " | ".join(cells)

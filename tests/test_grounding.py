@@ -16,7 +16,7 @@ from imaginebench.datamodules import CollectConfig, GroundingDataModule
 from imaginebench.envs import get_domain
 from imaginebench.envs.clevr.quality import ClevrQuality, legal_states
 from imaginebench.imagination import DecodingConfig, Imaginer
-from imaginebench.imagination.quality import quality_report
+from imaginebench.imagination.quality import quality_report, replayed_success
 from imaginebench.modules.backbone import resolve_encoder_path
 from imaginebench.modules.grounding import GroundingModule, LoraSettings
 from imaginebench.modules.grounding.sequences import (
@@ -451,6 +451,108 @@ def test_imagine_command_writes_a_valid_dataset_and_report(real_path, tmp_path, 
     assert "not found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("words", [None, "clevr"])
+def test_decoded_log_likelihood_is_the_teacher_forced_one(real_path, words):
+    """The log-likelihood the decoder records for a rollout's actions is what the model gives
+    the same rollout under teacher forcing (its action cross-entropy times its length)."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None)
+    _trainer(5).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 4, seed=0, split="data")
+    decoding = DecodingConfig(strategy="sample", batch_size=4)
+    rollouts = Imaginer(module, decoding, seed=1).imagine(specs, horizon=5)
+    module.eval()
+    for r in rollouts:
+        item = module.builder.generation(r.spec.instruction, r.states, r.actions)
+        batch = module.builder.collate([item])
+        with torch.no_grad():
+            ce = float(module.model.losses(batch)["action_ce"])
+        assert r.log_likelihood == pytest.approx(-ce * len(r.actions), rel=1e-4, abs=1e-4)
+
+
+def test_legality_rule_stops_rollouts_at_their_first_illegal_state(real_path):
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    _trainer(3).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 6, seed=0, split="data")
+    free = Imaginer(module, DecodingConfig(batch_size=6)).imagine(specs, horizon=6)
+    ruled = Imaginer(module, DecodingConfig(batch_size=6), legal=legal_states).imagine(
+        specs, horizon=6
+    )
+    for a, b in zip(free, ruled):
+        ok = legal_states(a.states)
+        if ok.all():  # never illegal: the same rollout
+            assert not b.illegal and len(b.actions) == len(a.actions)
+        else:  # cut at its first illegal state
+            first = int(np.flatnonzero(~ok)[0])
+            assert b.illegal and len(b.actions) == first
+            np.testing.assert_allclose(b.states, a.states[: first + 1], atol=1e-5)
+    assert any(r.illegal for r in ruled)  # an untrained model breaks the rules
+
+
+def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
+    from imaginebench.imagination import ImaginedRollout
+    from imaginebench.imagination.filters import FilterConfig, real_horizon, select
+
+    def rollout(ll, success=True, diverged=False, illegal=False):
+        return ImaginedRollout(None, np.zeros((2, 1)), np.zeros(1), success, diverged, illegal, ll)
+
+    candidates = [
+        rollout(-1.0, success=False), rollout(-3.0), rollout(-2.0),  # keeps -2
+        rollout(-0.5, diverged=True), rollout(-0.1, illegal=True), rollout(-9.0, success=False),
+    ]
+    config = FilterConfig(reject_illegal=True, require_success=True, best_of=3)
+    kept, counts = select(candidates, 3, config)
+    assert [r.log_likelihood for r in kept] == [-2.0]
+    assert counts.to_dict() == {
+        "candidates": 6, "diverged": 1, "illegal": 1, "unsuccessful": 2, "less_likely": 1,
+        "episodes_kept": 1, "episodes_dropped": 1,
+    }
+    kept, counts = select(candidates, 1, FilterConfig())  # no filter: only divergence drops
+    assert len(kept) == 5 and counts.diverged == 1
+    with pytest.raises(ValueError, match="best_of"):
+        FilterConfig(best_of=0)
+    lengths, success = np.array([2, 3, 3, 4, 50]), np.array([1, 1, 1, 1, 0], bool)
+    assert real_horizon(lengths, success, quantile=1.0, scale=2.0, limit=50) == 8
+    assert real_horizon(lengths, success, quantile=1.0, scale=2.0, limit=5) == 5
+
+
+def test_imagine_command_applies_filters_and_reports_what_they_removed(
+    real_path, tmp_path, capsys
+):
+    from imaginebench.cli import main
+
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    trainer = _trainer(3)
+    trainer.fit(module, dm)
+    ckpt = tmp_path / "g.ckpt"
+    trainer.save_checkpoint(ckpt)
+    base = ["imagine", "--checkpoint", str(ckpt), "--level", "hard", "--rollouts", "6",
+            "--decoding.batch_size", "12", "--progress", "false"]
+    greedy_best_of = [*base, "--out", str(tmp_path / "a.h5"), "--filters.best_of", "2"]
+    assert main(greedy_best_of) == 2
+    assert "sample" in capsys.readouterr().err
+    filtered = [*base, "--filters.best_of", "2", "--decoding.strategy", "sample",
+                "--filters.reject_illegal", "true", "--filters.horizon_quantile", "1.0",
+                "--filters.horizon_scale", "1.0"]
+    assert main([*filtered, "--out", str(tmp_path / "b.h5")]) == 0
+    assert "filters removed (candidates): candidates 12" in capsys.readouterr().out
+    real = load_dataset(real_path)
+    horizon = int(real.episode_lengths()[real.episode_success.astype(bool)].max())
+    data = load_dataset(tmp_path / "b.h5")
+    removed = data.provenance["filtered"]
+    assert data.provenance["horizon"] == horizon and removed["illegal"] > 0
+    assert removed["episodes_kept"] == len(data) > 0
+    assert removed["episodes_kept"] + removed["episodes_dropped"] == 6
+    assert removed["less_likely"] + removed["illegal"] + removed["episodes_dropped"] >= 6
+    assert all(legal_states(data.episode(i).states).all() for i in range(len(data)))
+    # requiring success too: an untrained model accomplishes nothing, and says so
+    strict = [*filtered, "--out", str(tmp_path / "c.h5"), "--filters.require_success", "true"]
+    assert main(strict) == 2
+    assert "no imagined rollout survived" in capsys.readouterr().err
+
+
 # -- quality judges -----------------------------------------------------------------------------
 def test_quality_of_real_rollouts_is_perfect(real_path):
     real = load_dataset(real_path)
@@ -459,6 +561,13 @@ def test_quality_of_real_rollouts_is_perfect(real_path):
     assert report.legality == 1.0
     assert report.transition_correctness > 0.95
     assert report.consistency == pytest.approx(np.mean([e.success for e in episodes]))
+    # the simulator replays the expert's actions to the recorded outcome
+    replayed = replayed_success("clevr", episodes)
+    assert replayed.tolist() == [bool(e.success) for e in episodes] and replayed.any()
+    assert report.replayed_success == pytest.approx(replayed.mean())
+    # the same imagined states with other actions do not accomplish the task
+    stalled = [dataclasses.replace(e, actions=np.zeros_like(e.actions)) for e in episodes]
+    assert replayed_success("clevr", stalled).sum() < replayed.sum() / 2
 
 
 def test_quality_judges_flag_impossible_states_and_wrong_transitions():

@@ -11,8 +11,10 @@ An action spelled in words is decoded word by word, each word chosen given the o
 With the KV cache each feed is a one-position forward pass. ``use_cache=False`` instead re-runs
 the whole sequence for every slot (what the reference implementation does, minus its
 one-step action lag) and yields the same rollouts; it exists for tests and the benchmark.
-A rollout stops when its task's success function holds on the imagined states or at the
-horizon; finished rollouts leave the batch. A module fine-tuned on windows of W transitions
+A rollout stops when its task's success function holds on the imagined states, at the
+horizon, or (with a legality rule) at its first state that breaks the domain's rules;
+finished rollouts leave the batch. Each rollout carries the LM's log-likelihood of its actions
+(summed over steps), so candidates can be ranked by the model's own belief. A module fine-tuned on windows of W transitions
 decodes W transitions per prompt, then prompts again ("Trajectory from step t:") from the last
 imagined state.
 """
@@ -20,7 +22,7 @@ imagined state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 import torch
@@ -73,6 +75,8 @@ class ImaginedRollout:
     actions: np.ndarray  # (T,) or (T, A)
     success: bool
     diverged: bool
+    illegal: bool = False  # stopped at a state that breaks the domain's rules
+    log_likelihood: float = 0.0  # of the discrete actions under the LM (0 for continuous ones)
 
 
 class _Sequences:
@@ -130,6 +134,8 @@ class Imaginer:
         seed: seed of sampled decoding.
         integer_states: round every predicted state to integers before it is stored and fed
             back (grid domains such as BabyAI, whose states are cell coordinates and indices).
+        legal: the domain's legality rule (``(N, D) states -> (N,) bool``, rules only, no
+            simulation); a rollout stops at its first illegal state, flagged ``illegal``.
     """
 
     def __init__(
@@ -138,9 +144,11 @@ class Imaginer:
         decoding: DecodingConfig | None = None,
         seed: int = 0,
         integer_states: bool = False,
+        legal: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.module = module
         self.integer_states = integer_states
+        self.legal = legal
         self.model = module.model
         self.builder = module.builder
         self.decoding = decoding or DecodingConfig()
@@ -169,18 +177,24 @@ class Imaginer:
         bar.close()
         return out
 
-    def _act(self, seq: _Sequences) -> tuple[Tensor, Tensor]:
-        """Choose each row's action, feed it; returns the actions and the new hidden state."""
+    def _act(self, seq: _Sequences) -> tuple[Tensor, Tensor, Tensor]:
+        """Choose each row's action and feed it: the actions, the new hidden state and the
+        actions' log-likelihood under the LM (zeros for continuous actions)."""
         action, hidden = None, seq.last
+        log_likelihood = torch.zeros(len(hidden), device=hidden.device)
         for word in range(self.model.words_per_action):
-            choice = self._choose(self.model.action_logits(hidden, word))
+            prediction = self.model.action_logits(hidden, word)
+            choice = self._choose(prediction)
+            if self.discrete:
+                log_probs = torch.log_softmax(prediction.float(), -1)
+                log_likelihood += log_probs.gather(-1, choice[:, None]).squeeze(-1)
             if self.model.action_words is not None:
                 part = choice * self.model.action_words.strides[word]
                 action = part if action is None else action + part
             else:
                 action = choice
             hidden = seq.feed(self.model.embed_actions(action, word))
-        return action, hidden
+        return action, hidden, log_likelihood
 
     def _choose(self, prediction: Tensor) -> Tensor:
         if not self.discrete:
@@ -214,23 +228,30 @@ class Imaginer:
         actions: list[list[np.ndarray]] = [[] for _ in specs]
         success = [False] * n
         diverged = [False] * n
+        illegal = [False] * n
+        log_likelihood = np.zeros(n)
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
         for t in range(horizon):
-            action, hidden = self._act(seq)
+            action, hidden, step_log_likelihood = self._act(seq)
             next_state = self.model.next_state(hidden, current)
             if self.integer_states:
                 next_state = next_state.round()
             values = next_state.cpu().numpy()
             chosen = action.cpu().numpy()
+            step_ll = step_log_likelihood.cpu().numpy()
+            legal = self.legal(values) if self.legal is not None else np.ones(len(values), bool)
             finished = []
             for row, index in enumerate(active.tolist()):
                 actions[index].append(chosen[row])
                 states[index].append(values[row])
+                log_likelihood[index] += step_ll[row]
                 if not np.all(np.isfinite(values[row])) or np.abs(values[row]).max() > (
                     self.decoding.max_abs_state
                 ):
                     diverged[index] = True
+                elif not legal[row]:
+                    illegal[index] = True
                 elif specs[index].task.success(np.stack(states[index]))[-1]:
                     success[index] = True
                 else:
@@ -260,6 +281,8 @@ class Imaginer:
                 np.stack(actions[i]),
                 success[i],
                 diverged[i],
+                illegal[i],
+                float(log_likelihood[i]),
             )
             for i, spec in enumerate(specs)
         ]

@@ -4,7 +4,10 @@
   at some step;
 * **transition correctness** — fraction of steps whose state change is physically right for the
   action taken (the domain's judge, e.g. replaying the step in the simulator);
-* **legality** — fraction of states that are physically possible (the domain's judge).
+* **legality** — fraction of states that are physically possible (the domain's judge);
+* **replayed success** — fraction of rollouts whose actions, executed in the simulator from
+  the rollout's (real) initial state, accomplish the instruction: what an imitation learner
+  could at best get from the actions, whatever the imagined states say.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Sequence
 import numpy as np
 
 from imaginebench.data.dataset import Episode
-from imaginebench.envs import get_domain
-from imaginebench.envs.base import Task
+from imaginebench.envs import get_domain, make
+from imaginebench.envs.base import EpisodeSpec, Task
 
 
 @dataclass
@@ -30,6 +33,7 @@ class QualityReport:
     transition_correctness: float
     legality: float
     mean_length: float
+    replayed_success: float
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -54,20 +58,45 @@ def quality_report(domain: str, level: str, episodes: Sequence[Episode]) -> Qual
         transition_correctness=float(np.concatenate(correct).mean()),
         legality=float(np.concatenate(legal).mean()),
         mean_length=float(np.mean([len(ep) for ep in episodes])),
+        replayed_success=float(replayed_success(domain, episodes).mean()),
     )
+
+
+def replayed_success(domain: str, episodes: Sequence[Episode]) -> np.ndarray:
+    """``(N,)`` bool: executing each episode's actions in the simulator from its first state
+    accomplishes its instruction at some step."""
+    envs: dict[str, object] = {}
+    out = np.zeros(len(episodes), dtype=bool)
+    for i, ep in enumerate(episodes):
+        if ep.level not in envs:  # no time limit: the episode's own actions set the length
+            envs[ep.level] = make(domain, ep.level, max_episode_steps=10**9).unwrapped
+        env = envs[ep.level]
+        spec = EpisodeSpec(Task.from_spec(ep.task_spec), ep.instruction, ep.states[0], ep.level)
+        env.reset(options={"episode": spec})
+        for action in ep.actions:
+            _, _, terminated, _, info = env.step(action)
+            if info["is_success"]:
+                out[i] = True
+                break
+            if terminated:
+                break
+    for env in envs.values():
+        env.close()
+    return out
 
 
 def format_table(reports: Sequence[QualityReport]) -> str:
     """A Markdown table of reports (percentages)."""
     lines = [
-        "| level | rollouts | consistency | transition correctness | legality | mean length |",
-        "|---|---|---|---|---|---|",
+        "| level | rollouts | consistency | transition correctness | legality | "
+        "replayed success | mean length |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in reports:
         lines.append(
             f"| {r.level} | {r.rollouts} | {100 * r.consistency:.1f} % | "
             f"{100 * r.transition_correctness:.1f} % | {100 * r.legality:.1f} % | "
-            f"{r.mean_length:.1f} |"
+            f"{100 * r.replayed_success:.1f} % | {r.mean_length:.1f} |"
         )
     return "\n".join(lines)
 

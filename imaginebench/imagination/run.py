@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from imaginebench.data.atomic import write_text_atomically
 from imaginebench.data.dataset import RolloutDataset
+from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import file_sha256
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import Level, action_spec_of, check_level
 from imaginebench.imagination.decoder import DecodingConfig, Imaginer, to_episode
+from imaginebench.imagination.filters import FilterConfig, real_horizon, select
 from imaginebench.imagination.quality import QualityReport, format_table, quality_report
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,7 @@ def imagine_level(
     seed: int = 0,
     horizon: int | None = None,
     decoding: DecodingConfig | None = None,
+    filters: FilterConfig | None = None,
     overwrite: bool = False,
     progress: bool = True,
 ) -> tuple[RolloutDataset, QualityReport]:
@@ -51,6 +55,8 @@ def imagine_level(
         seed: seed of the episode draw (initial states, tasks, wordings) and of sampling.
         horizon: maximum steps per rollout (default: the level's episode limit).
         decoding: decoding settings.
+        filters: the filter steps (:mod:`~imaginebench.imagination.filters`; default none);
+            how many rollouts each removed goes into the provenance and the quality report.
         overwrite: replace an existing output file.
         progress: show a progress bar.
     """
@@ -58,6 +64,12 @@ def imagine_level(
 
     level = check_level(level)
     decoding = decoding or DecodingConfig()
+    filters = filters or FilterConfig()
+    if filters.best_of > 1 and decoding.strategy != "sample":
+        raise ValueError(
+            f"filters.best_of={filters.best_of} ranks sampled candidates: set "
+            "decoding.strategy to 'sample' (greedy decoding makes identical ones)"
+        )
     path = Path(out.format(level=level, domain=domain))
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
@@ -71,7 +83,17 @@ def imagine_level(
     module = GroundingModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     module.merge_lora()  # inference only: one matmul per projection instead of three
     env = make(domain, level).unwrapped
-    horizon = horizon or int(env.max_episode_steps)
+    limit = int(env.max_episode_steps)
+    if horizon is None and filters.horizon_quantile is not None:
+        real = load_dataset(_real_data_path(checkpoint))
+        horizon = real_horizon(
+            real.episode_lengths(),
+            real.episode_success,
+            filters.horizon_quantile,
+            filters.horizon_scale,
+            limit,
+        )
+    horizon = horizon or limit
     action_spec = action_spec_of(env.action_space)
     env.close()
     if module.state_dim != env.observation_space.shape[0]:
@@ -81,15 +103,17 @@ def imagine_level(
         )
     spec = get_domain(domain)
     specs = spec.make_suite().episodes(level, rollouts, seed, split="data")
+    candidates = [s for s in specs for _ in range(filters.best_of)]
     torch.manual_seed(seed)
     started = time.perf_counter()
-    imaginer = Imaginer(module, decoding, seed, integer_states=spec.integer_states)
-    imagined = imaginer.imagine(specs, horizon, progress=progress)
+    legal = spec.make_quality().legal if filters.reject_illegal else None
+    imaginer = Imaginer(module, decoding, seed, spec.integer_states, legal)
+    imagined = imaginer.imagine(candidates, horizon, progress=progress)
     seconds = time.perf_counter() - started
-    kept = [r for r in imagined if not r.diverged]
+    kept, counts = select(imagined, filters.best_of, filters)
     episodes = [to_episode(r, spec.episode_rewards(r.spec.task, r.states, r.actions)) for r in kept]
     if not episodes:
-        raise RuntimeError("every imagined rollout diverged; nothing to write")
+        raise ValueError(f"no imagined rollout survived the filters ({counts}); nothing to write")
     hp = module.hparams
     provenance = {
         "generator": "imaginebench imagine",
@@ -99,7 +123,9 @@ def imagine_level(
         "seed": seed,
         "level": level,
         "rollouts_requested": rollouts,
-        "diverged_dropped": len(imagined) - len(kept),
+        "diverged_dropped": counts.diverged,
+        "filters": asdict(filters),
+        "filtered": counts.to_dict(),
         "horizon": horizon,
         "decoding": {
             "strategy": decoding.strategy,
@@ -118,6 +144,21 @@ def imagine_level(
     write_text_atomically(report_path, _report_json(report, provenance))
     log.info("imagined %d rollouts in %.1f s -> %s", len(imagined), seconds, path)
     return dataset, report
+
+
+def _real_data_path(checkpoint: str) -> Path:
+    """The real dataset a grounding checkpoint was fine-tuned on (its data module's)."""
+    from imaginebench.datamodules import GroundingDataModule
+
+    hparams = torch.load(checkpoint, map_location="cpu", weights_only=True).get(
+        "datamodule_hyper_parameters"
+    )
+    if not hparams:
+        raise ValueError(
+            f"{checkpoint} records no data module, so the real data's episode lengths are "
+            "unknown: set horizon instead of filters.horizon_quantile"
+        )
+    return GroundingDataModule(**hparams).resolved_real_path()
 
 
 def _report_json(report: QualityReport, provenance: dict) -> str:
@@ -140,6 +181,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     args.pop("config", None)
     kwargs = parser.instantiate_classes(args).as_dict()
-    _, report = imagine_level(**kwargs)
+    dataset, report = imagine_level(**kwargs)
+    removed = dataset.provenance["filtered"]
+    print("filters removed (candidates): " + ", ".join(f"{k} {v}" for k, v in removed.items()))
     print(format_table([report]))
     return 0

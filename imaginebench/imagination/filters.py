@@ -1,0 +1,115 @@
+"""Named steps that keep imagined rollouts physical and on task, without the simulator.
+
+Each step uses only what the method may use: the domain's legality rules (walls, overlaps,
+grid values, the floor; no dynamics), the task's success function on the imagined states, the
+LM's own likelihood, and the real data's episode lengths. The simulator never makes or repairs
+a rollout; it only judges the result afterwards (the quality report).
+
+Steps, in the order a candidate rollout meets them:
+
+1. **horizon** (``horizon_quantile``): decoding stops after ``horizon_scale`` times that
+   quantile of the real data's successful episode lengths (capped by the level's limit), so a
+   rollout that has missed its goal does not drift for the whole episode limit;
+2. **legality** (``reject_illegal``): a rollout stops at its first state that breaks the
+   domain's rules and is dropped;
+3. **success** (``require_success``): a rollout is kept only if its imagined states satisfy
+   its own instruction;
+4. **best of N** (``best_of``): N sampled candidates per episode; the kept one is the most
+   likely under the LM among those the other steps keep.
+
+The counts of rollouts each step removed go into the dataset's provenance and quality report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from imaginebench.imagination.decoder import ImaginedRollout
+
+
+@dataclass
+class FilterConfig:
+    """Which filter steps run (all off: every non-diverged rollout is kept).
+
+    Args:
+        horizon_quantile: quantile of the real data's successful episode lengths that sets the
+            horizon (``None``: the level's episode limit, or the command's ``horizon``).
+        horizon_scale: the horizon is ``ceil(horizon_scale * quantile)``.
+        reject_illegal: stop and drop rollouts at their first illegal state.
+        require_success: keep only rollouts that satisfy their own instruction.
+        best_of: sampled candidates per episode (``> 1`` needs sampled decoding).
+    """
+
+    horizon_quantile: float | None = None
+    horizon_scale: float = 2.0
+    reject_illegal: bool = False
+    require_success: bool = False
+    best_of: int = 1
+
+    def __post_init__(self) -> None:
+        if self.horizon_quantile is not None and not 0.0 < self.horizon_quantile <= 1.0:
+            raise ValueError(f"horizon_quantile must be in (0, 1], got {self.horizon_quantile}")
+        if self.horizon_scale <= 0:
+            raise ValueError(f"horizon_scale must be > 0, got {self.horizon_scale}")
+        if self.best_of < 1:
+            raise ValueError(f"best_of must be >= 1, got {self.best_of}")
+
+
+@dataclass
+class FilterCounts:
+    """Candidate rollouts removed by each step (each by the first step that rejects it), and
+    the episodes kept and dropped (an episode is dropped when no candidate survives)."""
+
+    candidates: int = 0
+    diverged: int = 0
+    illegal: int = 0
+    unsuccessful: int = 0
+    less_likely: int = 0
+    episodes_kept: int = 0
+    episodes_dropped: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def real_horizon(
+    lengths: np.ndarray, success: np.ndarray, quantile: float, scale: float, limit: int
+) -> int:
+    """``min(limit, ceil(scale * quantile))`` of the successful real episodes' lengths."""
+    successful = np.asarray(lengths)[np.asarray(success, dtype=bool)]
+    if len(successful) == 0:
+        raise ValueError("the real data has no successful episode to take a horizon from")
+    return int(min(limit, max(1, math.ceil(scale * np.quantile(successful, quantile)))))
+
+
+def select(
+    candidates: Sequence[ImaginedRollout], best_of: int, config: FilterConfig
+) -> tuple[list[ImaginedRollout], FilterCounts]:
+    """Keep at most one rollout per group of ``best_of`` consecutive candidates (one episode):
+    the most likely one that is finite, legal (if required) and successful (if required)."""
+    if len(candidates) % best_of:
+        raise ValueError(f"{len(candidates)} candidates are not groups of {best_of}")
+    counts = FilterCounts(candidates=len(candidates))
+    kept: list[ImaginedRollout] = []
+    for first in range(0, len(candidates), best_of):
+        passing = []
+        for rollout in candidates[first : first + best_of]:
+            if rollout.diverged:
+                counts.diverged += 1
+            elif config.reject_illegal and rollout.illegal:
+                counts.illegal += 1
+            elif config.require_success and not rollout.success:
+                counts.unsuccessful += 1
+            else:
+                passing.append(rollout)
+        if passing:
+            kept.append(max(passing, key=lambda r: r.log_likelihood))
+            counts.less_likely += len(passing) - 1
+            counts.episodes_kept += 1
+        else:
+            counts.episodes_dropped += 1
+    return kept, counts
