@@ -112,3 +112,25 @@ def test_shipped_expert_solves_every_task(task):
             done = terminated or truncated
         solved += info["is_success"]
     assert solved >= 2, f"{task.spec()}: {solved}/3"
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_training_runs_are_paced_below_the_faster_runs(direction):
+    """The training tasks' runs reach 7 m at step 99 without ever running at the 8.5 m pace of
+    "faster" (so the real data shows no faster run); the faster runs do run at that pace."""
+    env = make("halfcheetah", "easy", max_episode_steps=99).unwrapped
+    expert = get_domain("halfcheetah").make_expert(seed=0)
+    for task in (Run(direction), Run(direction, fast=True)):
+        covered = []
+        for seed in range(3):
+            env.reset(seed=seed, options={"task": task.spec()})
+            for _ in range(99):
+                state, *_ = env.step(expert.act(env))
+            trajectory = np.stack(env.trajectory)
+            covered.append(float(Run(direction).progress(trajectory)[-1]))
+            paced = Run(direction, fast=True).success(trajectory).any()
+            assert paced == task.fast, (task, covered)
+        if task.fast:
+            assert min(covered) > 8.5, covered
+        else:
+            assert 7.0 < min(covered) and max(covered) < 8.5, covered

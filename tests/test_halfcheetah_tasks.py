@@ -74,9 +74,22 @@ def test_run_needs_the_distance_and_99_steps():
     assert not Run("forward").success(traj(path((200, 6.9)))).any()
     mid = traj(path((150, 8.0)))
     assert Run("forward").success(mid)[-1] and not Run("forward", fast=True).success(mid).any()
-    assert Run("forward", fast=True).success(traj(path((150, 9.0))))[-1]
-    assert Run("backward", fast=True).success(traj(-path((150, 9.0))))[-1]
-    assert not Run("backward", fast=True).success(traj(-path((150, 8.0)))).any()
+
+
+def test_run_faster_is_a_pace_of_8_5_m_per_99_steps():
+    quick = traj(path((200, 17.2)))  # 8.6 m per 100 steps
+    assert first_success(Run("forward", fast=True), traj(path((200, 17.2)))) == 99
+    assert first_success(Run("backward", fast=True), traj(-path((200, 17.2)))) == 99
+    assert not Run("backward", fast=True).success(quick).any()
+    # the training pace (7.7 m by step 99) passes "run" and never "faster", however long it runs
+    steady = traj(path((200, 15.4)))
+    assert first_success(Run("forward"), steady) == 99
+    assert not Run("forward", fast=True).success(steady).any()
+    assert not Run("backward", fast=True).success(traj(-path((200, 15.4)))).any()
+    # ahead of the pace at step 99, then stopping: success at 99 only while above the pace
+    sprint = traj(path((99, 9.0), (101, 0.0)))
+    hits = np.flatnonzero(Run("forward", fast=True).success(sprint))
+    assert hits[0] == 99 and hits[-1] == 104  # 9.0 > 8.5 t / 99 up to t = 104
 
 
 def test_jump_needs_a_take_off_after_touching_the_floor():

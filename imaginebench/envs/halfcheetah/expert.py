@@ -13,9 +13,14 @@ The run tasks' reward alone never asks for a flight phase, and the jump tasks' o
 (``±v``) is the run reward; the jump skills therefore reward the height of the lowest point,
 which only a flight phase raises (rearing up keeps a foot on the floor).
 
-Tasks map to skills: a run (either speed) uses the run skill of its direction, a jump the jump
-skill of its direction, jumping in place its own skill; a shuttle runs in its first direction
-until 3.5 m out (0.5 m past the task's 3 m) and then runs back. The expert acts with the
+Tasks map to skills: a run uses the run skill of its direction, a jump the jump skill of its
+direction, jumping in place its own skill; a shuttle runs in its first direction until 3.5 m
+out (0.5 m past the task's 3 m) and then runs back. The run skills run about 18 m in 99 steps;
+the runs of the training tasks are **paced**: their torques are scaled by
+:data:`RUN_PACE_TORQUE` (a deterministic function of the state, so the pace can be imitated),
+which covers 7.3-8.1 m by step 99 (forward, 0.44) and 7.5-8.0 m (backward, 0.40) on 20 episodes
+each: above the 7 m the runs need and below the 8.5 m pace of "faster", so the real data never
+shows a faster run. The faster runs use the skills at full torque. The expert acts with the
 deterministic (mean) action; ``epsilon`` replaces it by a uniformly random one.
 
 Weights ship in ``imaginebench/envs/halfcheetah/experts/<skill>.pt`` (float16, about 150 kB each)
@@ -66,6 +71,7 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "experts"
 JUMP_HEIGHT_WEIGHT = 10.0
 JUMP_SPEED_WEIGHT = 0.5
 SHUTTLE_TURN = SHUTTLE_DISTANCE + 0.5  # m out before turning back
+RUN_PACE_TORQUE = {"forward": 0.44, "backward": 0.40}  # torque scale of the paced runs
 
 Reward = Callable[[np.ndarray, np.ndarray], float]  # (action, next state) -> reward
 
@@ -144,6 +150,13 @@ def skill_for(task: Task, trajectory: list[np.ndarray] | np.ndarray) -> str:
     raise TypeError(f"not a HalfCheetah task: {task!r}")
 
 
+def torque_scale_for(task: Task) -> float:
+    """Factor on the skill's torques: :data:`RUN_PACE_TORQUE` for a run at the normal pace."""
+    if isinstance(task, Run) and not task.fast:
+        return RUN_PACE_TORQUE[task.direction]
+    return 1.0
+
+
 # -- weights ----------------------------------------------------------------------------------
 def save_actor(agent: Any, path: Path, meta: dict[str, Any]) -> None:
     """Save a trained agent's actor (float16) and its construction sizes."""
@@ -200,7 +213,7 @@ class HalfCheetahExpert:
 
     def act(self, env: Any) -> np.ndarray:
         skill = skill_for(env.task, env.trajectory)
-        action = self.skill_action(skill, env.trajectory[-1])
+        action = torque_scale_for(env.task) * self.skill_action(skill, env.trajectory[-1])
         if self.rng.random() < self.epsilon:
             action = self.rng.uniform(-1.0, 1.0, ACTION_DIM)
         return action.astype(np.float32)

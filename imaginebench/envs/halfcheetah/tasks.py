@@ -21,11 +21,16 @@ Two histories drive them:
 | family | success at step ``t`` |
 |---|---|
 | run forward / backward | ``S_t > 7`` / ``S_t < -7`` and ``t >= 99`` (the original's) |
-| run faster (easy) | ``S_t > 8.5`` / ``S_t < -8.5`` and ``t >= 99`` |
+| run faster (easy) | ``S_t > 8.5 t / 99`` / ``S_t < -8.5 t / 99`` and ``t >= 99`` (a pace) |
 | jump forward / backward | jumped and ``S_t > 0.3`` / ``S_t < -0.3`` |
 | jump in place (hard) | jumped and ``|S_k| < 1.05`` at every ``k <= t`` |
 | shuttle forward first (hard) | the peak ``P_t = max_{k<=t} S_k >= 3`` and ``S_t <= P_t - 3`` |
 | shuttle backward first (hard) | the trough ``V_t = min_{k<=t} S_k <= -3``, ``S_t >= V_t + 3`` |
+
+The original judged the faster runs like the others (``S_t > 8.5`` at any ``t >= 99``), so a
+runner at the training pace (about 7.7 m per 99 steps) passed "faster" just by running ~12
+steps longer within the 200-step limit; here "faster" is a pace: 8.5 m per 99 steps on average,
+from step 99 on.
 
 ``progress`` is the signed displacement for the runs; for the jumps and shuttles it sums the
 thresholded quantities (take-off height, displacement, each leg), each scaled to reach 1 at its
@@ -110,7 +115,8 @@ class HalfCheetahTask(Task):
 
 @dataclass(frozen=True)
 class Run(HalfCheetahTask):
-    """Run 7 m (``fast``: 8.5 m) forward or backward, judged from step 99 on."""
+    """Run 7 m forward or backward, judged from step 99 on; ``fast``: at 8.5 m per 99 steps
+    on average, from step 99 on."""
 
     direction: str
     fast: bool = False
@@ -128,7 +134,9 @@ class Run(HalfCheetahTask):
 
     def success(self, states: np.ndarray) -> np.ndarray:
         along = direction_sign(self.direction) * displacement(states)
-        return (along > self.distance) & (_steps(along.shape) >= RUN_MIN_STEPS)
+        steps = _steps(along.shape)
+        needed = self.distance * steps / RUN_MIN_STEPS if self.fast else self.distance
+        return (along > needed) & (steps >= RUN_MIN_STEPS)
 
     def progress(self, states: np.ndarray) -> np.ndarray:
         return direction_sign(self.direction) * displacement(states)
