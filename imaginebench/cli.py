@@ -122,7 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "import-kalm", help="convert an original KALM/ImagineBench CLEVR .npy/.h5 file"
     )
-    p.add_argument("source", help="the original file (dict .npy or .h5 with masks/observations...)")
+    p.add_argument(
+        "source",
+        help="the original file (dict .npy or .h5 with masks/observations...); .npy pickles "
+        "are read without running code: anything but arrays, lists, dicts, strings and "
+        "numbers is refused",
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--level", default="train", choices=LEVELS)
     p.add_argument("--as-source", default="real", choices=("real", "imaginary"))
@@ -136,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--companion",
         default=None,
-        help="the .npy dict with instructions/goals of an .h5 file (default: same stem)",
+        help="the .npy dict with instructions/goals of an .h5 file that lacks them (never "
+        "guessed: only named files are read)",
     )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
