@@ -497,3 +497,41 @@ def test_checkpoint_interval_must_be_a_multiple_of_updates_per_batch(data):
         assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
     finally:
         dm.trainer = None
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+
+def cheetah_file(path, actions: np.ndarray) -> str:
+    """A one-episode HalfCheetah file with the given ``(T, ...)`` continuous actions."""
+    t = len(actions)
+    episode = Episode(
+        states=np.zeros((t + 1, 18), np.float32),
+        actions=actions.astype(np.float32),
+        rewards=np.zeros(t, np.float32),
+        terminated=False,
+        truncated=True,
+        instruction="run forward",
+        task_spec="{}",
+        level="train",
+        source="real",
+        success=False,
+    )
+    spec = {"type": "continuous", "shape": list(actions.shape[1:]), "low": -2.0, "high": 2.0}
+    ds = RolloutDataset.from_episodes([episode], domain="halfcheetah", action_spec=spec)
+    return str(save_dataset(ds, path))
+
+
+@pytest.mark.parametrize(
+    "actions, problem",
+    [
+        (np.zeros((4, 3)), r"action spec .*'shape': \[3\].* != env's .*'shape': \[6\]"),
+        (np.full((4, 6), 0.5) + np.eye(4, 6), r"4 action\(s\) outside the env's bounds \[-1, 1\]"),
+    ],
+)
+def test_continuous_actions_must_fit_the_env(tmp_path, actions, problem):
+    path = cheetah_file(tmp_path / "cheetah_real.h5", actions)
+    dm = RealImaginaryDataModule(domain="halfcheetah", real=path, cache_dir=str(tmp_path))
+    with pytest.raises(DatasetError, match=problem) as info:
+        dm.setup()
+    assert info.value.source == path

@@ -63,15 +63,29 @@ def ensure_real_dataset(domain: str, path: Path, collect: CollectConfig | None) 
 def check_matches_env(
     dataset: RolloutDataset, path: Path, domain: str, state_dim: int, action_spec: dict
 ) -> None:
-    """Raise :class:`DatasetError` unless ``dataset`` fits the domain's environment."""
+    """Raise :class:`DatasetError` unless ``dataset`` fits the domain's environment: domain,
+    state size, action type and size (``n``, or the continuous shape) and, for continuous
+    actions, every action inside the environment's bounds."""
     if dataset.domain != domain:
         raise DatasetError(path, f"domain is {dataset.domain!r}, expected {domain!r}")
     if dataset.state_dim != state_dim:
         raise DatasetError(path, f"state_dim {dataset.state_dim} != env's {state_dim}")
-    if dataset.action_spec.get("type") != action_spec["type"] or dataset.action_spec.get(
-        "n"
-    ) != action_spec.get("n"):
-        raise DatasetError(path, f"action spec {dataset.action_spec} != env's {action_spec}")
+    spec = dataset.action_spec
+    size = "n" if action_spec["type"] == "discrete" else "shape"
+    if spec.get("type") != action_spec["type"] or spec.get(size) != action_spec.get(size):
+        raise DatasetError(path, f"action spec {spec} != env's {action_spec}")
+    if action_spec["type"] == "continuous" and dataset.num_transitions:
+        low, high = np.float32(action_spec["low"]), np.float32(action_spec["high"])
+        outside = ((dataset.actions < low) | (dataset.actions > high)).reshape(
+            dataset.num_transitions, -1
+        )
+        bad = np.flatnonzero(outside.any(axis=1))
+        if bad.size:
+            raise DatasetError(
+                path,
+                f"{bad.size} action(s) outside the env's bounds [{low:g}, {high:g}] "
+                f"(first: transition {int(bad[0])}: {dataset.actions[bad[0]].tolist()})",
+            )
 
 
 class MixedBatches:
