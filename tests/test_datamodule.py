@@ -535,3 +535,16 @@ def test_continuous_actions_must_fit_the_env(tmp_path, actions, problem):
     with pytest.raises(DatasetError, match=problem) as info:
         dm.setup()
     assert info.value.source == path
+
+
+def test_real_dataset_without_episodes_is_refused_at_setup(data, tmp_path):
+    from imaginebench.datamodules import GroundingDataModule
+
+    empty = data.real_file.select(np.zeros(len(data.real_file), dtype=bool))
+    path = str(save_dataset(empty, tmp_path / "empty_real.h5"))
+    assert len(load_dataset(path)) == 0  # a valid file
+    for module in (RealImaginaryDataModule, GroundingDataModule):
+        dm = module(real=path, cache_dir=str(tmp_path))
+        with pytest.raises(DatasetError, match="0 episodes") as info:
+            dm.setup()
+        assert info.value.source == path

@@ -88,6 +88,12 @@ def check_matches_env(
             )
 
 
+def require_episodes(dataset: RolloutDataset, path: Path) -> None:
+    """Raise :class:`DatasetError` if the training data ``dataset`` holds no episode."""
+    if len(dataset) == 0:
+        raise DatasetError(path, "holds 0 episodes: nothing to train on")
+
+
 class MixedBatches:
     """An endless, stateless stream of batches: batch ``k`` is a pure function of
     ``(seed, k)`` and the rank, so a resumed run sees exactly the batches it would have seen.
@@ -260,6 +266,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         ensure_real_dataset(self.domain, real_path, self.collect)
         real = load_dataset(real_path)
         self._check_domain(real, real_path)
+        require_episodes(real, real_path)
         imaginary = [
             d for p in self.imaginary_paths if (d := self._load_imaginary(resolve_data_path(p)))
         ]
