@@ -527,6 +527,24 @@ def test_continuous_action_shape_mismatch(tmp_path: Path) -> None:
     expect_error(path, "actions", "shape", "[3]")
 
 
+@pytest.mark.parametrize(
+    "name, shape, dtype",
+    [
+        ("states", (10**12, 3), "f4"),  # 12 TB in a file of a few KB
+        ("rewards", (10**11,), "f4"),
+        ("instructions", (10**10,), h5py.string_dtype("utf-8")),
+    ],
+)
+def test_huge_declared_array_is_refused_before_reading(
+    saved: Path, name: str, shape: tuple[int, ...], dtype: object
+) -> None:
+    with h5py.File(saved, "r+") as f:  # declared, never written: the file stays tiny
+        del f[name]
+        f.create_dataset(name, shape=shape, dtype=dtype, chunks=(1024, *shape[1:]))
+    assert saved.stat().st_size < 100_000
+    expect_error(saved, f"dataset '{name}' declares shape {shape}", "stores only 0 bytes")
+
+
 def test_reordered_enums_are_remapped(saved: Path) -> None:
     original = load_dataset(saved)
     with h5py.File(saved, "r+") as f:
