@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from imaginebench.data.atomic import check_output_path
 from imaginebench.envs.base import LEVELS
 
 
@@ -17,10 +18,7 @@ def _collect(args: argparse.Namespace) -> int:
     from imaginebench.data.collect import collect
     from imaginebench.data.format import save_dataset
 
-    out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        print(f"error: {out} exists; pass --overwrite to replace it", file=sys.stderr)
-        return 2
+    out = check_output_path(args.out, args.overwrite)
     dataset, stats = collect(
         args.domain,
         args.level,
@@ -49,6 +47,7 @@ def _import_kalm(args: argparse.Namespace) -> int:
     from imaginebench.data.format import save_dataset
     from imaginebench.data.importers.kalm import import_kalm_clevr
 
+    check_output_path(args.out, args.overwrite)
     dataset = import_kalm_clevr(
         args.source,
         level=args.level,
@@ -182,13 +181,13 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             return imagine(argv[1:])
-        except (ValueError, FileNotFoundError, FileExistsError) as err:
+        except (ValueError, OSError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
+    except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

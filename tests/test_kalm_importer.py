@@ -712,8 +712,10 @@ def test_cli_import_kalm(
     ds = load_dataset(dst)
     assert len(ds) == len(relation_sims) and ds.episode_success.all()
     assert f"wrote {dst}" in capsys.readouterr().out
-    # existing output without --overwrite: error code, file untouched
+    # existing output without --overwrite: error code naming the CLI flag, file untouched
     assert cli_main(["import-kalm", str(src), "--out", str(dst)]) == 2
+    err = capsys.readouterr().err
+    assert "pass --overwrite" in err and "overwrite=True" not in err
     h5src = write_h5(tmp_path / "ib.h5", pack(relation_sims, final_state=False))
     assert (
         cli_main(

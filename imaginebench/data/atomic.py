@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,3 +50,22 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:
     """``Path(path).write_text(text)``, atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def check_output_path(path: str | os.PathLike[str], overwrite: bool) -> Path:
+    """Fail before any work is done if a command could not write its output ``path``: it is a
+    directory, it exists and ``overwrite`` (the ``--overwrite`` flag) is off, or its folder
+    cannot hold new files (created if missing, then probed with a temporary file)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory; give a file path")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path}: exists; pass --overwrite to replace it")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(f"{path}: cannot write there, {path.parent} is not a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path.parent).close()
+    except OSError as err:
+        raise PermissionError(f"{path}: cannot write to {path.parent} ({err.strerror})") from None
+    return path

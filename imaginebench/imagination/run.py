@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from imaginebench.data.atomic import write_text_atomically
+from imaginebench.data.atomic import check_output_path, write_text_atomically
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import file_sha256
@@ -59,8 +59,7 @@ def imagine_level(
     level = check_level(level)
     decoding = decoding or DecodingConfig()
     path = Path(out.format(level=level, domain=domain))
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    check_output_path(path, overwrite)
     if not Path(checkpoint).is_file():
         raise FileNotFoundError(
             f"grounding checkpoint {checkpoint} not found; train one with "
