@@ -39,7 +39,7 @@ def _info(args: argparse.Namespace) -> int:
     from imaginebench.data.format import load_dataset
 
     for path in args.paths:
-        print(load_dataset(path, nonfinite="drop").summary())
+        print(load_dataset(path, nonfinite="drop" if args.drop_nonfinite else "raise").summary())
     return 0
 
 
@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="validate dataset files and print their summaries")
     p.add_argument("paths", nargs="+")
+    p.add_argument(
+        "--drop-nonfinite",
+        action="store_true",
+        help="summarise files with NaN/inf episodes without them (as imaginary data is loaded) "
+        "instead of failing (as real data is)",
+    )
     p.set_defaults(func=_info)
 
     p = sub.add_parser(

@@ -39,6 +39,15 @@ class ImagineBenchCLI(LightningCLI):
         return trainer
 
 
+    def before_fit(self) -> None:
+        """Refuse a fit that would train nothing (and still score and save an untrained model)."""
+        for name in ("max_steps", "max_epochs"):
+            if getattr(self.trainer, name) == 0:
+                raise ValueError(
+                    f"--trainer.{name} 0: fit would train nothing; give a positive number"
+                )
+
+
 def quiet_known_warnings() -> None:
     """Silence Lightning notices that do not apply to offline RL with manual optimisation."""
     for message in (

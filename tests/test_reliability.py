@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
+import yaml
 
+from imaginebench.cli import main as cli_main
+from imaginebench.data.collect import collect
+from imaginebench.data.format import save_dataset
 from imaginebench.train_cli import run as train_cli
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -25,3 +31,73 @@ def test_config_class_path_imports_code_as_documented(
         train_cli(["fit", "-c", str(config), "--print_config"])
     assert marker.exists()  # ... its module ran: what docs/training.md warns about
     assert "**A config file is code.**" in (DOCS / "training.md").read_text()
+
+
+# ------------------------------------------------------------------------------------ CLI runs
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "bc_clevr.yaml"
+
+
+@pytest.fixture(scope="module")
+def real_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "real.h5"
+    dataset, _ = collect("clevr", "train", 12, seed=0, epsilon=0.2, progress=False)
+    return save_dataset(dataset, path)
+
+
+def small_config(tmp_path: Path, real: Path, imaginary: list[str] | None = None) -> Path:
+    """configs/bc_clevr.yaml shrunk to 4 steps and 2 evaluation episodes, writing into
+    ``tmp_path`` (results after fit included)."""
+    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg["trainer"].update(max_steps=4, enable_progress_bar=False)
+    cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
+    for cb in cfg["trainer"]["callbacks"]:
+        if cb["class_path"].endswith("SuccessRateEvaluation"):
+            cb["init_args"].update(
+                every_n_steps=0, episodes_per_level=1, test_episodes_per_level=1, levels=["easy"]
+            )
+        if cb["class_path"].endswith("ModelCheckpoint"):
+            cb["init_args"].update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=2)
+    cfg["model"]["init_args"]["hidden"] = [16]
+    cfg["data"]["init_args"].update(
+        real=str(real), imaginary=imaginary or [], batch_size=16, updates_per_batch=2
+    )
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_fit_with_zero_steps_is_refused(tmp_path: Path, real_path: Path) -> None:
+    config = small_config(tmp_path, real_path)
+    with pytest.raises(ValueError, match="max_steps 0: fit would train nothing"):
+        train_cli(["fit", "-c", str(config), "--trainer.max_steps", "0"])
+    assert not list(tmp_path.rglob("results.json"))
+
+
+# ------------------------------------------------------------------------------------ data CLI
+
+
+def test_info_fails_on_a_file_fit_rejects(
+    tmp_path: Path, real_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "nan.h5"
+    path.write_bytes(real_path.read_bytes())
+    with h5py.File(path, "r+") as h5:
+        h5["rewards"][0] = np.nan
+    assert cli_main(["info", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: non-finite values" in err
+    assert cli_main(["info", "--drop-nonfinite", str(path)]) == 0
+    assert "dropped (non-finite): 1" in capsys.readouterr().out
+
+
+def test_manifest_refuses_a_missing_or_empty_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing, empty = tmp_path / "mistyped", tmp_path / "empty"
+    empty.mkdir()
+    for directory, problem in ((missing, "no such directory"), (empty, "no .h5 dataset files")):
+        assert cli_main(["manifest", str(directory)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{directory}: {problem}" in err
+    assert not missing.exists() and not list(empty.iterdir())
