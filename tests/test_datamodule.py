@@ -333,10 +333,16 @@ def test_imaginary_file_of_another_domain_or_state_dim(data, tmp_path):
         assert info.value.source == str(path) and problem in info.value.problem
 
 
-def test_missing_imaginary_file_is_skipped(data, tmp_path, caplog):
+def test_missing_imaginary_file_is_an_error_unless_optional(data, tmp_path, caplog):
     missing = tmp_path / "no_such_imaginary.h5"
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{missing}: imaginary dataset")):
+        make_dm(data, imaginary=[data.small, str(missing)])
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    dm = make_dm(data, imaginary=[str(missing)], ratio=0.5, batch_size=16)
+    dm = make_dm(data, imaginary=[str(missing)], ratio=0.5, batch_size=16, imaginary_optional=True)
+    assert dm.usage["effective_ratio"] == 0.0
+    assert dm.usage["imaginary"] == [
+        {"file": str(missing), "found": False, "episodes_kept": 0, "episodes_dropped": 0}
+    ]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any(str(missing) in m and "skipped" in m for m in warnings), warnings
     assert any("real data only" in m for m in warnings), warnings
@@ -381,6 +387,10 @@ def test_all_imaginary_episodes_bad_falls_back_to_real(data, tmp_path, caplog):
     dm = make_dm(data, imaginary=[str(path)], ratio=0.5, batch_size=8)
     assert dm.dropped == {str(path): 2}
     assert dm.imaginary is None and dm.split() == (8, 0)
+    assert dm.usage["effective_ratio"] == 0.0
+    assert dm.usage["imaginary"] == [
+        {"file": str(path), "found": True, "episodes_kept": 0, "episodes_dropped": 2}
+    ]
     assert (next(iter(dm.batches()))["source"] == 0).all()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import h5py
@@ -101,3 +102,19 @@ def test_manifest_refuses_a_missing_or_empty_directory(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"{directory}: {problem}" in err
     assert not missing.exists() and not list(empty.iterdir())
+
+
+def test_results_record_the_data_really_used(tmp_path: Path, real_path: Path) -> None:
+    missing = str(tmp_path / "typo_imaginary.h5")
+    config = small_config(tmp_path, real_path, imaginary=[missing])
+    with pytest.raises(FileNotFoundError, match="typo_imaginary.h5: imaginary dataset"):
+        train_cli(["fit", "-c", str(config)])
+    train_cli(["fit", "-c", str(config), "--data.init_args.imaginary_optional", "true"])
+    (results,) = tmp_path.rglob("results.json")
+    payload = json.loads(results.read_text())
+    assert payload["data"]["ratio"] == 0.5  # asked for
+    used = payload["data_used"]  # got
+    assert used["effective_ratio"] == 0.0 and used["real"]["file"] == str(real_path)
+    assert used["imaginary"] == [
+        {"file": missing, "found": False, "episodes_kept": 0, "episodes_dropped": 0}
+    ]

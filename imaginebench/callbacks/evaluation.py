@@ -238,6 +238,9 @@ class SuccessRateEvaluation(L.Callback):
             "model": dict(module.hparams),
             "data": dict(getattr(trainer.datamodule, "hparams", {})) or _data_config(trainer),
         }
+        used = getattr(trainer.datamodule, "usage", None)
+        if used:  # what was trained on, beside what was asked for
+            payload["data_used"] = used
         write_text_atomically(path, json.dumps(payload, indent=2, default=str))
         self._print_table(trainer, module, results)
         print(f"results written to {path}")

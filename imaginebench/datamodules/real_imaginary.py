@@ -167,7 +167,8 @@ class RealImaginaryDataModule(L.LightningDataModule):
             expert collects it there once (with ``real=None``: into ``cache_dir``, named after
             the collection config).
         imaginary: paths of imaginary datasets (``shipped:<domain>/<file>`` names a dataset
-            shipped with the package); missing files are skipped with a warning.
+            shipped with the package); a missing file is an error unless
+            ``imaginary_optional``.
             Imaginary episodes with non-finite values or states outside the environment's
             bounds (plus ``state_margin``) are dropped and counted.
         ratio: fraction of each batch drawn from the imaginary pool (0 = real only), or
@@ -178,6 +179,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
         cache_dir: where collected data goes (default ``$IMAGINEBENCH_CACHE`` or
             ``~/.cache/imaginebench``).
         state_margin: tolerance around the environment's state bounds for imaginary data.
+        imaginary_optional: skip missing imaginary files with a warning instead of failing.
+            What was used in the end (files, episodes kept and dropped, the effective ratio) is
+            in :attr:`usage`, which ``results.json`` records.
         updates_per_batch: hand the trainer ``K`` consecutive batches at once, stacked into a
             ``(K, batch_size)`` TensorDict; the module makes one gradient update per slice.
             The stream and ``global_step`` (one per update) are unchanged; only Lightning's
@@ -198,6 +202,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         cache_dir: str | None = None,
         state_margin: float = 0.05,
         updates_per_batch: int = 8,
+        imaginary_optional: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -215,6 +220,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         self.collect = collect
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.state_margin = state_margin
+        self.imaginary_optional = imaginary_optional
         env = make(domain).unwrapped
         self.state_dim = int(env.observation_space.shape[0])
         self.state_low = np.asarray(env.observation_space.low, dtype=np.float32)
@@ -225,6 +231,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         self.real: TransitionBuffer | None = None
         self.imaginary: TransitionBuffer | None = None
         self.dropped: dict[str, int] = {}
+        self.usage: dict[str, Any] = {}
         self._loaded = False
 
     # -- files ------------------------------------------------------------------------------
@@ -240,6 +247,11 @@ class RealImaginaryDataModule(L.LightningDataModule):
 
     def _load_imaginary(self, path: Path) -> RolloutDataset | None:
         if not path.exists():
+            if not self.imaginary_optional:
+                raise FileNotFoundError(
+                    f"{path}: imaginary dataset does not exist (set data.imaginary_optional: "
+                    "true to train without it)"
+                )
             log.warning("imaginary dataset %s not found: skipped", path)
             return None
         dataset = load_dataset(path, nonfinite="drop")
@@ -267,10 +279,21 @@ class RealImaginaryDataModule(L.LightningDataModule):
         real = load_dataset(real_path)
         self._check_domain(real, real_path)
         require_episodes(real, real_path)
-        imaginary = [
-            d for p in self.imaginary_paths if (d := self._load_imaginary(resolve_data_path(p)))
-        ]
-        imaginary = [d for d in imaginary if len(d) > 0]
+        imaginary, files = [], []
+        for p in self.imaginary_paths:
+            path = resolve_data_path(p)
+            d = self._load_imaginary(path)
+            kept = len(d) if d is not None else 0
+            files.append(
+                {
+                    "file": str(path),
+                    "found": d is not None,
+                    "episodes_kept": kept,
+                    "episodes_dropped": self.dropped.get(str(path), 0),
+                }
+            )
+            if kept:
+                imaginary.append(d)
         table: dict[str, int] = {}
         for d in [real, *imaginary]:
             for s in d.instructions:
@@ -291,6 +314,16 @@ class RealImaginaryDataModule(L.LightningDataModule):
             elif self.ratio > 0:
                 log.warning("no imaginary data available: training on real data only")
         self._loaded = True
+        if self.ratio == "pool":
+            n_imaginary = sum(d.num_transitions for d in imaginary)
+            effective = n_imaginary / (real.num_transitions + n_imaginary)
+        else:
+            effective = self.split()[1] / self.batch_size
+        self.usage = {
+            "real": {"file": str(real_path), "episodes": len(real)},
+            "imaginary": files,
+            "effective_ratio": effective,
+        }
         log.info(self.describe())
 
     # -- batches ----------------------------------------------------------------------------
