@@ -46,16 +46,22 @@ def real_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_dataset(dataset, path)
 
 
-def small_config(tmp_path: Path, real: Path, imaginary: list[str] | None = None) -> Path:
-    """configs/bc_clevr.yaml shrunk to 4 steps and 2 evaluation episodes, writing into
-    ``tmp_path`` (results after fit included)."""
+def small_config(
+    tmp_path: Path, real: Path, imaginary: list[str] | None = None, test_after_fit: bool = True
+) -> Path:
+    """configs/bc_clevr.yaml shrunk to 4 steps and one evaluation episode of one level,
+    writing into ``tmp_path``."""
     cfg = yaml.safe_load(CONFIG.read_text())
     cfg["trainer"].update(max_steps=4, enable_progress_bar=False)
     cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
     for cb in cfg["trainer"]["callbacks"]:
         if cb["class_path"].endswith("SuccessRateEvaluation"):
             cb["init_args"].update(
-                every_n_steps=0, episodes_per_level=1, test_episodes_per_level=1, levels=["easy"]
+                every_n_steps=0,
+                episodes_per_level=1,
+                test_episodes_per_level=1,
+                levels=["easy"],
+                test_after_fit=test_after_fit,
             )
         if cb["class_path"].endswith("ModelCheckpoint"):
             cb["init_args"].update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=2)
@@ -118,3 +124,15 @@ def test_results_record_the_data_really_used(tmp_path: Path, real_path: Path) ->
     assert used["imaginary"] == [
         {"file": missing, "found": False, "episodes_kept": 0, "episodes_dropped": 0}
     ]
+
+
+def test_test_reports_the_checkpoints_step(
+    tmp_path: Path, real_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = small_config(tmp_path, real_path, test_after_fit=False)
+    train_cli(["fit", "-c", str(config)])
+    capsys.readouterr()
+    train_cli(["test", "-c", str(config), "--ckpt_path", str(tmp_path / "ckpt" / "last.ckpt")])
+    assert "DiscreteBC at step 4 " in capsys.readouterr().out
+    (results,) = tmp_path.rglob("results.json")
+    assert json.loads(results.read_text())["global_step"] == 4
