@@ -558,3 +558,35 @@ def test_real_dataset_without_episodes_is_refused_at_setup(data, tmp_path):
         with pytest.raises(DatasetError, match="0 episodes") as info:
             dm.setup()
         assert info.value.source == path
+
+
+def test_concurrent_runs_collect_the_missing_real_data_once(tmp_path, monkeypatch):
+    import threading
+
+    from imaginebench.datamodules.real_imaginary import ensure_real_dataset
+
+    calls = []
+    original = collect_module.collect
+
+    def counting_collect(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(collect_module, "collect", counting_collect)
+    config = CollectConfig(episodes=4, seed=3, paraphrases=1)
+    path = tmp_path / config.filename("clevr")
+    errors = []
+
+    def run():  # two runs started together on an empty cache
+        try:
+            ensure_real_dataset("clevr", path, config)
+        except Exception as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(calls) == 1
+    assert len(load_dataset(path)) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import tempfile
@@ -30,6 +31,21 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
+
+
+@contextmanager
+def file_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing, then left in place) for the
+    block; another process or thread asking for it waits.  An advisory ``flock``: it works
+    between processes of one machine, not across machines sharing a network file system."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -13,6 +13,7 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor
 
+from imaginebench.data.atomic import file_lock
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
 from imaginebench.data.shipped import resolve_data_path
@@ -40,23 +41,29 @@ def real_dataset_path(
 
 
 def ensure_real_dataset(domain: str, path: Path, collect: CollectConfig | None) -> None:
-    """Collect the real dataset at ``path`` with the expert if the file is missing."""
+    """Collect the real dataset at ``path`` with the expert if the file is missing.
+
+    Runs started together on an empty cache collect it once: the others wait on a lock file
+    beside it (``.<name>.lock``) and then find the file."""
     if path.exists():
         return
     if collect is None:
         raise FileNotFoundError(f"real dataset {path} does not exist and data.collect is unset")
     from imaginebench.data.collect import collect as run_collection
 
-    log.warning("real dataset %s missing: collecting %s", path, collect)
-    dataset, stats = run_collection(
-        domain,
-        collect.level,
-        collect.episodes,
-        collect.seed,
-        epsilon=collect.epsilon,
-        paraphrases=collect.paraphrases,
-    )
-    save_dataset(dataset, path)
+    with file_lock(path.parent / f".{path.name}.lock"):
+        if path.exists():  # collected by another run while we waited
+            return
+        log.warning("real dataset %s missing: collecting %s", path, collect)
+        dataset, stats = run_collection(
+            domain,
+            collect.level,
+            collect.episodes,
+            collect.seed,
+            epsilon=collect.epsilon,
+            paraphrases=collect.paraphrases,
+        )
+        save_dataset(dataset, path)
     log.warning("%s -> %s", stats, path)
 
 
