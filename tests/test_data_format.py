@@ -614,3 +614,33 @@ def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> No
     assert [p.name for p in target.parent.iterdir()] == ["results.json"]  # no temporary left
     write_text_atomically(target, "new")
     assert target.read_text() == "new"
+
+
+def test_a_killed_writes_leftover_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    target = tmp_path / "real.h5"
+    killed = subprocess.run(  # kill -9 in the middle of an atomic write
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\nfrom imaginebench.data.atomic import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as tmp:\n"
+            "    tmp.write_text('half')\n    os.kill(os.getpid(), 9)\n",
+            str(target),
+        ]
+    )
+    assert killed.returncode == -9
+    (leftover,) = tmp_path.glob(".real.h5.*.tmp")
+    dead_pid = leftover.name.split(".")[3]
+    fresh = tmp_path / f".other.h5.{dead_pid}.0123abcd.tmp"  # maybe a writer on another host
+    alive = tmp_path / f".third.h5.{os.getpid()}.0123abcd.tmp"  # a live writer
+    fresh.write_text("x")
+    alive.write_text("x")
+    hour_ago = leftover.stat().st_mtime - 3600
+    os.utime(leftover, (hour_ago, hour_ago))
+    os.utime(alive, (hour_ago, hour_ago))
+    save_dataset(make_ds(n_eps=2), tmp_path / "next.h5")
+    assert not leftover.exists() and fresh.exists() and alive.exists()

@@ -4,20 +4,58 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import secrets
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+
+#: ``.<name>.<pid>.<8 hex>.tmp``: the temporary files of :func:`atomic_path`.
+_TMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}\.tmp$")
+#: Leftovers younger than this are kept even if their pid is dead here: on a shared file
+#: system the pid may belong to a writer on another machine.
+_STALE_AFTER_SECONDS = 600
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike[str]) -> list[Path]:
+    """Delete the temporary files that interrupted :func:`atomic_path` writes left in
+    ``directory`` (their process is gone and they are over ten minutes old); return them."""
+    removed = []
+    now = time.time()
+    for tmp in Path(directory).glob(".*.tmp"):
+        match = _TMP_NAME.match(tmp.name)
+        try:
+            stale = match and not _pid_alive(int(match.group(1)))
+            if stale and now - tmp.stat().st_mtime > _STALE_AFTER_SECONDS:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:  # vanished meanwhile, or not ours to delete
+            continue
+    return removed
 
 
 @contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a hidden temporary sibling of ``path`` to write; when the block succeeds it is
     fsynced and renamed onto ``path`` (and the directory fsynced, so the rename survives a
-    crash), when it fails it is removed and ``path`` is untouched."""
+    crash), when it fails it is removed and ``path`` is untouched.  Leftovers of writes
+    killed before they could clean up are removed first (:func:`remove_stale_temporaries`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path.parent)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         yield tmp
