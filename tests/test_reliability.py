@@ -136,3 +136,17 @@ def test_test_reports_the_checkpoints_step(
     assert "DiscreteBC at step 4 " in capsys.readouterr().out
     (results,) = tmp_path.rglob("results.json")
     assert json.loads(results.read_text())["global_step"] == 4
+
+
+# ------------------------------------------------------------------------------------ claims
+
+
+def test_no_stale_aim_claim_about_the_original_clevr_data() -> None:
+    """The original real episodes (replayed) have no blocked first push, so nothing may claim
+    that the original's first push usually missed because it aimed at stale positions."""
+    root = DOCS.parent
+    for path in ("docs/clevr.md", "imaginebench/envs/clevr/physics.py", "tests/test_clevr_env.py"):
+        text = (root / path).read_text().lower()
+        assert "first push missed" not in text and "stale-aim" not in text, path
+        assert "stale (pre-reset)" not in text and "stale right after a reset" not in text, path
+    assert "no first push of an episode was blocked" in (DOCS / "clevr.md").read_text()
