@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -93,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="imaginebench",
         description="ImagineBench: offline RL from real and imagined rollouts. Training: "
         "imaginebench fit|validate|test -c configs/<algo>_<env>.yaml; imagination: "
-        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level> (see --help of each).",
+        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level> (see --help of each). "
+        "Errors in the input are reported in one line; add --debug to any command for the "
+        "traceback.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -175,8 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
 TRAINER_COMMANDS = ("fit", "validate", "test", "predict")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _run_command(argv: list[str]) -> int:
     if argv and argv[0] in TRAINER_COMMANDS:
         from imaginebench.train_cli import run
 
@@ -185,15 +187,23 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "imagine":
         from imaginebench.imagination.run import main as imagine
 
-        try:
-            return imagine(argv[1:])
-        except (ValueError, OSError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        return imagine(argv[1:])
     args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command. Bad input (a ``ValueError`` such as :class:`DatasetError`, or an
+    ``OSError``) is reported in one line with exit code 2; ``--debug`` anywhere on the command
+    line (or ``IMAGINEBENCH_DEBUG=1``) lets the exception and its traceback through."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv or os.environ.get("IMAGINEBENCH_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     try:
-        return int(args.func(args) or 0)
+        return _run_command(argv)
     except (ValueError, OSError) as err:
+        if debug:
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -12,7 +12,7 @@ import yaml
 
 from imaginebench.cli import main as cli_main
 from imaginebench.data.collect import collect
-from imaginebench.data.format import save_dataset
+from imaginebench.data.format import DatasetError, save_dataset
 from imaginebench.train_cli import run as train_cli
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -150,3 +150,22 @@ def test_no_stale_aim_claim_about_the_original_clevr_data() -> None:
         assert "first push missed" not in text and "stale-aim" not in text, path
         assert "stale (pre-reset)" not in text and "stale right after a reset" not in text, path
     assert "no first push of an episode was blocked" in (DOCS / "clevr.md").read_text()
+
+
+# ------------------------------------------------------------------------------------ one line
+
+
+@pytest.mark.parametrize("command", ["fit", "validate", "test"])
+def test_trainer_commands_report_data_errors_in_one_line(
+    tmp_path: Path, real_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    corrupt = tmp_path / "corrupt.h5"
+    corrupt.write_bytes(b"not an HDF5 file\n" * 10)
+    config = small_config(tmp_path, real_path)
+    args = [command, "-c", str(config), "--data.init_args.real", str(corrupt)]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"error: {corrupt}: not a readable HDF5 file")
+    with pytest.raises(DatasetError, match="not a readable HDF5 file"):
+        cli_main([*args, "--debug"])
