@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -169,3 +170,21 @@ def test_trainer_commands_report_data_errors_in_one_line(
     assert err.splitlines()[-1].startswith(f"error: {corrupt}: not a readable HDF5 file")
     with pytest.raises(DatasetError, match="not a readable HDF5 file"):
         cli_main([*args, "--debug"])
+
+
+# ------------------------------------------------------------------------------------ resume
+
+
+def test_resume_refuses_another_runs_checkpoint(tmp_path: Path, real_path: Path) -> None:
+    config = str(small_config(tmp_path, real_path, test_after_fit=False))
+
+    def fit(seed: int, steps: int, *extra: str) -> Any:
+        args = ["--data.init_args.seed", str(seed), "--trainer.max_steps", str(steps)]
+        return train_cli(["fit", "-c", config, *args, *extra])
+
+    fit(1, 4)  # seed 1 writes ckpt/last.ckpt into the folder both runs share
+    with pytest.raises(ValueError, match=r"last\.ckpt: written by .*data\.seed 1 -> 0"):
+        fit(0, 6, "--ckpt_path", "last")
+    assert fit(1, 6, "--ckpt_path", "last").trainer.global_step == 6  # the same run resumes
+    forced = fit(0, 8, "--ckpt_path", "last", "--allow_resume_mismatch", "true")
+    assert forced.trainer.global_step == 8
