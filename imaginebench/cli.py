@@ -7,9 +7,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from imaginebench.data.atomic import check_output_path
 from imaginebench.envs.base import LEVELS
 
 
@@ -17,10 +19,7 @@ def _collect(args: argparse.Namespace) -> int:
     from imaginebench.data.collect import collect
     from imaginebench.data.format import save_dataset
 
-    out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        print(f"error: {out} exists; pass --overwrite to replace it", file=sys.stderr)
-        return 2
+    out = check_output_path(args.out, args.overwrite)
     dataset, stats = collect(
         args.domain,
         args.level,
@@ -41,7 +40,7 @@ def _info(args: argparse.Namespace) -> int:
     from imaginebench.data.format import load_dataset
 
     for path in args.paths:
-        print(load_dataset(path, nonfinite="drop").summary())
+        print(load_dataset(path, nonfinite="drop" if args.drop_nonfinite else "raise").summary())
     return 0
 
 
@@ -49,6 +48,7 @@ def _import_kalm(args: argparse.Namespace) -> int:
     from imaginebench.data.format import save_dataset
     from imaginebench.data.importers.kalm import import_kalm_clevr
 
+    check_output_path(args.out, args.overwrite)
     dataset = import_kalm_clevr(
         args.source,
         level=args.level,
@@ -94,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="imaginebench",
         description="ImagineBench: offline RL from real and imagined rollouts. Training: "
         "imaginebench fit|validate|test -c configs/<algo>_<env>.yaml; imagination: "
-        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level> (see --help of each).",
+        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level> (see --help of each). "
+        "Errors in the input are reported in one line; add --debug to any command for the "
+        "traceback.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -117,12 +119,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="validate dataset files and print their summaries")
     p.add_argument("paths", nargs="+")
+    p.add_argument(
+        "--drop-nonfinite",
+        action="store_true",
+        help="summarise files with NaN/inf episodes without them (as imaginary data is loaded) "
+        "instead of failing (as real data is)",
+    )
     p.set_defaults(func=_info)
 
     p = sub.add_parser(
         "import-kalm", help="convert an original KALM/ImagineBench CLEVR .npy/.h5 file"
     )
-    p.add_argument("source", help="the original file (dict .npy or .h5 with masks/observations...)")
+    p.add_argument(
+        "source",
+        help="the original file (dict .npy or .h5 with masks/observations...); .npy pickles "
+        "are read without running code: anything but arrays, lists, dicts, strings and "
+        "numbers is refused",
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--level", default="train", choices=LEVELS)
     p.add_argument("--as-source", default="real", choices=("real", "imaginary"))
@@ -136,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--companion",
         default=None,
-        help="the .npy dict with instructions/goals of an .h5 file (default: same stem)",
+        help="the .npy dict with instructions/goals of an .h5 file that lacks them (never "
+        "guessed: only named files are read)",
     )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
@@ -164,8 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
 TRAINER_COMMANDS = ("fit", "validate", "test", "predict")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _run_command(argv: list[str]) -> int:
     if argv and argv[0] in TRAINER_COMMANDS:
         from imaginebench.train_cli import run
 
@@ -174,15 +187,23 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "imagine":
         from imaginebench.imagination.run import main as imagine
 
-        try:
-            return imagine(argv[1:])
-        except (ValueError, FileNotFoundError, FileExistsError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        return imagine(argv[1:])
     args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command. Bad input (a ``ValueError`` such as :class:`DatasetError`, or an
+    ``OSError``) is reported in one line with exit code 2; ``--debug`` anywhere on the command
+    line (or ``IMAGINEBENCH_DEBUG=1``) lets the exception and its traceback through."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv or os.environ.get("IMAGINEBENCH_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        return _run_command(argv)
+    except (ValueError, OSError) as err:
+        if debug:
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -16,6 +16,7 @@ import lightning as L
 from lightning.pytorch.cli import LightningCLI
 
 from imaginebench.callbacks.progress import update_progress_bar
+from imaginebench.callbacks.resume import ResumeCheck
 
 
 class ImagineBenchCLI(LightningCLI):
@@ -27,16 +28,35 @@ class ImagineBenchCLI(LightningCLI):
         parser.link_arguments(
             "data.action_spec", "model.init_args.action_spec", apply_on="instantiate"
         )
+        parser.add_argument(
+            "--allow_resume_mismatch",
+            type=bool,
+            default=False,
+            help="resume from --ckpt_path even if its model or data settings (seed, files, "
+            "ratio, ...) differ from this run's (refused by default)",
+        )
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         """The trainer, with Lightning's default progress bar swapped for one that counts
-        gradient updates (a bar named in the config is kept as it is)."""
+        gradient updates (a bar named in the config is kept as it is) and a
+        :class:`ResumeCheck`."""
         named = list(self._get(self.config_init, "trainer", default={}).get("callbacks") or [])
         trainer = super().instantiate_trainer(**kwargs)  # may append its default bar to that list
         bar = trainer.progress_bar_callback
         if bar is not None and not any(c is bar for c in named):  # Lightning added it
             trainer.callbacks[trainer.callbacks.index(bar)] = update_progress_bar()
+        allow = bool(self._get(self.config, "allow_resume_mismatch", default=False))
+        trainer.callbacks.append(ResumeCheck(allow_mismatch=allow))
         return trainer
+
+
+    def before_fit(self) -> None:
+        """Refuse a fit that would train nothing (and still score and save an untrained model)."""
+        for name in ("max_steps", "max_epochs"):
+            if getattr(self.trainer, name) == 0:
+                raise ValueError(
+                    f"--trainer.{name} 0: fit would train nothing; give a positive number"
+                )
 
 
 def quiet_known_warnings() -> None:

@@ -41,8 +41,8 @@ def test_unknown_level_and_bad_action_are_rejected():
         env.step(40)
 
 
-def test_first_push_moves_the_ball_stale_aim_bug_fixed():
-    """The original aimed the first push of each episode at stale positions and missed."""
+def test_first_push_moves_the_ball():
+    """The push is aimed at the state right after reset: the first push moves its ball fully."""
     env = make("clevr").unwrapped
     task = Relation("red", "blue", "left")
     env.reset(options={"episode": EpisodeSpec(task, "x", SPREAD, "train")})

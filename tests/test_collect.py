@@ -1,11 +1,13 @@
 """Real-data collection: deterministic per seed, paraphrase copies, the CLI."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
 from imaginebench.cli import main
+from imaginebench.data import collect as collect_module
 from imaginebench.data.collect import collect
 from imaginebench.data.format import load_dataset
 from imaginebench.envs.base import Task
@@ -74,6 +76,34 @@ def test_cli_collect_info_and_overwrite_protection(tmp_path, capsys):
     assert main(["info", str(out)]) == 0
     assert "episodes: 3" in capsys.readouterr().out
     assert main(["info", str(tmp_path / "missing.h5")]) == 2
+
+
+def _unwritable_destinations(tmp_path):
+    """``(--out, extra flags, expected error)`` that must fail before anything is collected."""
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    a_file = tmp_path / "a_file.txt"
+    a_file.write_text("x")
+    cases = [
+        (folder, ["--overwrite"], "is a directory"),
+        (a_file / "real.h5", [], "is not a directory"),
+    ]
+    if os.geteuid() != 0:  # root writes into read-only folders anyway
+        read_only = tmp_path / "read_only"
+        read_only.mkdir(mode=0o555)
+        cases.append((read_only / "real.h5", [], "cannot write"))
+    return cases
+
+
+def test_cli_collect_checks_the_destination_before_collecting(tmp_path, capsys, monkeypatch):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("collected before checking the destination")
+
+    monkeypatch.setattr(collect_module, "collect", must_not_run)
+    for out, flags, problem in _unwritable_destinations(tmp_path):
+        assert main(["collect", "--episodes", "2", "--out", str(out), "--quiet", *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(out) in err and problem in err, err
 
 
 def test_evaluation_set_never_replays_a_training_start():

@@ -527,6 +527,24 @@ def test_continuous_action_shape_mismatch(tmp_path: Path) -> None:
     expect_error(path, "actions", "shape", "[3]")
 
 
+@pytest.mark.parametrize(
+    "name, shape, dtype",
+    [
+        ("states", (10**12, 3), "f4"),  # 12 TB in a file of a few KB
+        ("rewards", (10**11,), "f4"),
+        ("instructions", (10**10,), h5py.string_dtype("utf-8")),
+    ],
+)
+def test_huge_declared_array_is_refused_before_reading(
+    saved: Path, name: str, shape: tuple[int, ...], dtype: object
+) -> None:
+    with h5py.File(saved, "r+") as f:  # declared, never written: the file stays tiny
+        del f[name]
+        f.create_dataset(name, shape=shape, dtype=dtype, chunks=(1024, *shape[1:]))
+    assert saved.stat().st_size < 100_000
+    expect_error(saved, f"dataset '{name}' declares shape {shape}", "stores only 0 bytes")
+
+
 def test_reordered_enums_are_remapped(saved: Path) -> None:
     original = load_dataset(saved)
     with h5py.File(saved, "r+") as f:
@@ -596,3 +614,33 @@ def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> No
     assert [p.name for p in target.parent.iterdir()] == ["results.json"]  # no temporary left
     write_text_atomically(target, "new")
     assert target.read_text() == "new"
+
+
+def test_a_killed_writes_leftover_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    target = tmp_path / "real.h5"
+    killed = subprocess.run(  # kill -9 in the middle of an atomic write
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\nfrom imaginebench.data.atomic import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as tmp:\n"
+            "    tmp.write_text('half')\n    os.kill(os.getpid(), 9)\n",
+            str(target),
+        ]
+    )
+    assert killed.returncode == -9
+    (leftover,) = tmp_path.glob(".real.h5.*.tmp")
+    dead_pid = leftover.name.split(".")[3]
+    fresh = tmp_path / f".other.h5.{dead_pid}.0123abcd.tmp"  # maybe a writer on another host
+    alive = tmp_path / f".third.h5.{os.getpid()}.0123abcd.tmp"  # a live writer
+    fresh.write_text("x")
+    alive.write_text("x")
+    hour_ago = leftover.stat().st_mtime - 3600
+    os.utime(leftover, (hour_ago, hour_ago))
+    os.utime(alive, (hour_ago, hour_ago))
+    save_dataset(make_ds(n_eps=2), tmp_path / "next.h5")
+    assert not leftover.exists() and fresh.exists() and alive.exists()

@@ -333,10 +333,16 @@ def test_imaginary_file_of_another_domain_or_state_dim(data, tmp_path):
         assert info.value.source == str(path) and problem in info.value.problem
 
 
-def test_missing_imaginary_file_is_skipped(data, tmp_path, caplog):
+def test_missing_imaginary_file_is_an_error_unless_optional(data, tmp_path, caplog):
     missing = tmp_path / "no_such_imaginary.h5"
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{missing}: imaginary dataset")):
+        make_dm(data, imaginary=[data.small, str(missing)])
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    dm = make_dm(data, imaginary=[str(missing)], ratio=0.5, batch_size=16)
+    dm = make_dm(data, imaginary=[str(missing)], ratio=0.5, batch_size=16, imaginary_optional=True)
+    assert dm.usage["effective_ratio"] == 0.0
+    assert dm.usage["imaginary"] == [
+        {"file": str(missing), "found": False, "episodes_kept": 0, "episodes_dropped": 0}
+    ]
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any(str(missing) in m and "skipped" in m for m in warnings), warnings
     assert any("real data only" in m for m in warnings), warnings
@@ -381,6 +387,10 @@ def test_all_imaginary_episodes_bad_falls_back_to_real(data, tmp_path, caplog):
     dm = make_dm(data, imaginary=[str(path)], ratio=0.5, batch_size=8)
     assert dm.dropped == {str(path): 2}
     assert dm.imaginary is None and dm.split() == (8, 0)
+    assert dm.usage["effective_ratio"] == 0.0
+    assert dm.usage["imaginary"] == [
+        {"file": str(path), "found": True, "episodes_kept": 0, "episodes_dropped": 2}
+    ]
     assert (next(iter(dm.batches()))["source"] == 0).all()
 
 
@@ -497,3 +507,86 @@ def test_checkpoint_interval_must_be_a_multiple_of_updates_per_batch(data):
         assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
     finally:
         dm.trainer = None
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+
+def cheetah_file(path, actions: np.ndarray) -> str:
+    """A one-episode HalfCheetah file with the given ``(T, ...)`` continuous actions."""
+    t = len(actions)
+    episode = Episode(
+        states=np.zeros((t + 1, 18), np.float32),
+        actions=actions.astype(np.float32),
+        rewards=np.zeros(t, np.float32),
+        terminated=False,
+        truncated=True,
+        instruction="run forward",
+        task_spec="{}",
+        level="train",
+        source="real",
+        success=False,
+    )
+    spec = {"type": "continuous", "shape": list(actions.shape[1:]), "low": -2.0, "high": 2.0}
+    ds = RolloutDataset.from_episodes([episode], domain="halfcheetah", action_spec=spec)
+    return str(save_dataset(ds, path))
+
+
+@pytest.mark.parametrize(
+    "actions, problem",
+    [
+        (np.zeros((4, 3)), r"action spec .*'shape': \[3\].* != env's .*'shape': \[6\]"),
+        (np.full((4, 6), 0.5) + np.eye(4, 6), r"4 action\(s\) outside the env's bounds \[-1, 1\]"),
+    ],
+)
+def test_continuous_actions_must_fit_the_env(tmp_path, actions, problem):
+    path = cheetah_file(tmp_path / "cheetah_real.h5", actions)
+    dm = RealImaginaryDataModule(domain="halfcheetah", real=path, cache_dir=str(tmp_path))
+    with pytest.raises(DatasetError, match=problem) as info:
+        dm.setup()
+    assert info.value.source == path
+
+
+def test_real_dataset_without_episodes_is_refused_at_setup(data, tmp_path):
+    from imaginebench.datamodules import GroundingDataModule
+
+    empty = data.real_file.select(np.zeros(len(data.real_file), dtype=bool))
+    path = str(save_dataset(empty, tmp_path / "empty_real.h5"))
+    assert len(load_dataset(path)) == 0  # a valid file
+    for module in (RealImaginaryDataModule, GroundingDataModule):
+        dm = module(real=path, cache_dir=str(tmp_path))
+        with pytest.raises(DatasetError, match="0 episodes") as info:
+            dm.setup()
+        assert info.value.source == path
+
+
+def test_concurrent_runs_collect_the_missing_real_data_once(tmp_path, monkeypatch):
+    import threading
+
+    from imaginebench.datamodules.real_imaginary import ensure_real_dataset
+
+    calls = []
+    original = collect_module.collect
+
+    def counting_collect(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(collect_module, "collect", counting_collect)
+    config = CollectConfig(episodes=4, seed=3, paraphrases=1)
+    path = tmp_path / config.filename("clevr")
+    errors = []
+
+    def run():  # two runs started together on an empty cache
+        try:
+            ensure_real_dataset("clevr", path, config)
+        except Exception as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(calls) == 1
+    assert len(load_dataset(path)) == 4

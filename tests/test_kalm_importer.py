@@ -7,6 +7,7 @@ The original files are rebuilt synthetically: real episodes are simulated with `
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -18,6 +19,7 @@ import pytest
 from imaginebench.cli import main as cli_main
 from imaginebench.data.format import DatasetError, load_dataset, save_dataset
 from imaginebench.data.importers.kalm import SkippedGoal, import_kalm_clevr, kalm_goal_to_task
+from imaginebench.data.safe_npy import load_npy
 from imaginebench.envs.clevr.env import ClevrEnv
 from imaginebench.envs.clevr.expert import ClevrExpert
 from imaginebench.envs.clevr.tasks import AllOf, Gather, Line, Push, Relation
@@ -347,7 +349,7 @@ def test_h5_drops_final_transition(
 ) -> None:
     src = write_h5(tmp_path / "clevr_train.h5", pack(relation_sims, final_state=False))
     with caplog.at_level(logging.WARNING):
-        ds = import_kalm_clevr(src)
+        ds = import_kalm_clevr(src, companion=src.with_suffix(".npy"))
     kept = [s for s in relation_sims if s.length >= 2]
     assert len(ds) == len(kept)
     for i, sim in enumerate(kept):
@@ -382,7 +384,7 @@ def test_h5_nonfinite_embedding_is_ignored(relation_sims: list[Sim], tmp_path: P
         obs[3, 1, 4] = np.inf  # ball position of episode 3 (length 4)
         del h5["observations"]
         h5["observations"] = obs
-    ds = import_kalm_clevr(src)
+    ds = import_kalm_clevr(src, companion=src.with_suffix(".npy"))
     assert ds.provenance["import_skipped"]["non_finite"] == 1
     assert len(ds) == sum(s.length >= 2 for s in relation_sims) - 1
 
@@ -621,7 +623,7 @@ def test_malformed_files(relation_sims: list[Sim], tmp_path: Path) -> None:
         del h5["observations"]
         h5["observations"] = obs[..., :100]
     with pytest.raises(ValueError, match=r"wide\.h5.*last dim is 100"):
-        import_kalm_clevr(src)
+        import_kalm_clevr(src, companion=src.with_suffix(".npy"))
     comp = tmp_path / "comp_without_goals.npy"
     np.save(comp, {"instructions": d["instructions"]}, allow_pickle=True)
     with pytest.raises(ValueError, match=r"comp_without_goals\.npy.*'goals'"):
@@ -636,7 +638,66 @@ def test_all_episodes_unusable(relation_sims: list[Sim], tmp_path: Path) -> None
     one_step = [s for s in relation_sims if s.length == 1]
     src = write_h5(tmp_path / "short.h5", pack(one_step, final_state=False))
     with pytest.raises(DatasetError, match=r"short\.h5.*no usable episodes"):
+        import_kalm_clevr(src, companion=src.with_suffix(".npy"))
+
+
+# ------------------------------------------------------------------------------------ pickles
+
+
+class _MakeDir:
+    """Unpickling this calls ``os.mkdir(marker)``: a stand-in for any code hidden in a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (os.mkdir, (self.marker,))
+
+
+def write_evil_npy(path: Path, marker: Path) -> Path:
+    return write_npy(path, {"observations": np.zeros((1, 2, 10)), "payload": _MakeDir(marker)})
+
+
+def test_malicious_npy_is_refused_without_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    marker = tmp_path / "pwned"
+    evil = write_evil_npy(tmp_path / "evil.npy", marker)
+    with pytest.raises(DatasetError, match=r"evil\.npy: refused .*posix\.mkdir"):
+        import_kalm_clevr(evil)
+    assert cli_main(["import-kalm", str(evil), "--out", str(tmp_path / "out.h5")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "evil.npy" in err and "refused" in err
+    assert not marker.exists() and not (tmp_path / "out.h5").exists()
+    np.load(evil, allow_pickle=True)  # the file is really hostile: numpy's loader runs it
+    assert marker.is_dir()
+
+
+def test_h5_never_reads_an_unnamed_companion(relation_sims: list[Sim], tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    src = write_h5(tmp_path / "ib.h5", pack(relation_sims, final_state=False))
+    write_evil_npy(src.with_suffix(".npy"), marker)  # the sibling someone left next to it
+    with pytest.raises(DatasetError, match=r"ib\.h5: .*--companion"):
         import_kalm_clevr(src)
+    assert not marker.exists()
+
+
+def test_safe_loader_reads_plain_pickled_data(tmp_path: Path) -> None:
+    d = {
+        "instructions": np.array([["a", "b"], ["c", ""]], dtype=object),
+        "goals": np.arange(6.0).reshape(2, 3),
+        "n": 2,
+        "scalar": np.float32(1.5),
+        "names": ["x", ("y", 3)],
+        "nested": {"flag": True, "none": None, "raw": b"\x00"},
+    }
+    back = load_npy(write_npy(tmp_path / "plain.npy", d))
+    assert back.keys() == d.keys() and back["names"] == d["names"]
+    np.testing.assert_array_equal(back["instructions"], d["instructions"])
+    np.testing.assert_array_equal(back["goals"], d["goals"])
+    assert back["scalar"] == d["scalar"] and back["nested"] == d["nested"]
+    np.save(tmp_path / "array.npy", np.ones((2, 2), np.int8))
+    np.testing.assert_array_equal(load_npy(tmp_path / "array.npy"), np.ones((2, 2)))
 
 
 # ------------------------------------------------------------------------------------ CLI
@@ -651,14 +712,18 @@ def test_cli_import_kalm(
     ds = load_dataset(dst)
     assert len(ds) == len(relation_sims) and ds.episode_success.all()
     assert f"wrote {dst}" in capsys.readouterr().out
-    # existing output without --overwrite: error code, file untouched
+    # existing output without --overwrite: error code naming the CLI flag, file untouched
     assert cli_main(["import-kalm", str(src), "--out", str(dst)]) == 2
+    err = capsys.readouterr().err
+    assert "pass --overwrite" in err and "overwrite=True" not in err
     h5src = write_h5(tmp_path / "ib.h5", pack(relation_sims, final_state=False))
     assert (
         cli_main(
             [
                 "import-kalm",
                 str(h5src),
+                "--companion",
+                str(h5src.with_suffix(".npy")),
                 "--out",
                 str(dst),
                 "--overwrite",

@@ -113,6 +113,7 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
     data = cfg["data"]["init_args"]
     data["real"] = str(real)
     data["imaginary"] = [str(tmp_path / "absent_imaginary.h5")]
+    data["imaginary_optional"] = True
     data["batch_size"] = 32
     data["updates_per_batch"] = 3  # 6 steps = 2 Lightning batches of 3 updates
     data["seed"] = 3  # a data seed unlike the modules' sampling seeds: their hparams must merge

@@ -1,4 +1,5 @@
-"""Lightning callbacks: simulator evaluation per task level, a progress bar in updates."""
+"""Lightning callbacks: simulator evaluation per task level, a progress bar in updates, and a
+check that a resumed fit continues its own run."""
 
 from imaginebench.callbacks.evaluation import (
     LevelResult,
@@ -11,9 +12,11 @@ from imaginebench.callbacks.progress import (
     UpdateTQDMProgressBar,
     update_progress_bar,
 )
+from imaginebench.callbacks.resume import ResumeCheck
 
 __all__ = [
     "LevelResult",
+    "ResumeCheck",
     "SuccessRateEvaluation",
     "UpdateRichProgressBar",
     "UpdateTQDMProgressBar",

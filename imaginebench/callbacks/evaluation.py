@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import lightning as L
 import numpy as np
+import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
@@ -187,12 +188,12 @@ class SuccessRateEvaluation(L.Callback):
                 metrics[f"{prefix}/{r.level}/return"] = r.mean_return
                 metrics[f"{prefix}/{r.level}/length"] = r.mean_length
         for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
+            logger.log_metrics(metrics, step=trained_steps(trainer))
         return results
 
     def _print_table(self, trainer: L.Trainer, module: Any, results: list[LevelResult]) -> None:
         print(
-            f"\n{type(module).__name__} at step {trainer.global_step} "
+            f"\n{type(module).__name__} at step {trained_steps(trainer)} "
             f"({results[0].episodes} episodes per level, seed {self.seed}):"
         )
         print(format_table(results))
@@ -233,14 +234,27 @@ class SuccessRateEvaluation(L.Callback):
             "levels": {r.level: asdict(r) for r in results},
             "seed": self.seed,
             "episodes_per_level": self.test_episodes_per_level,
-            "global_step": trainer.global_step,
+            "global_step": trained_steps(trainer),
             "algorithm": type(module).__name__,
             "model": dict(module.hparams),
             "data": dict(getattr(trainer.datamodule, "hparams", {})) or _data_config(trainer),
         }
+        used = getattr(trainer.datamodule, "usage", None)
+        if used:  # what was trained on, beside what was asked for
+            payload["data_used"] = used
         write_text_atomically(path, json.dumps(payload, indent=2, default=str))
         self._print_table(trainer, module, results)
         print(f"results written to {path}")
+
+
+def trained_steps(trainer: L.Trainer) -> int:
+    """The training steps behind the evaluated weights: ``trainer.global_step`` while fitting,
+    the checkpoint's step under ``validate``/``test --ckpt_path`` (which do not restore it)."""
+    if trainer.state.fn != TrainerFn.FITTING and trainer.ckpt_path:
+        # mmap: the tensors are not read, only the small pickled header
+        checkpoint = torch.load(trainer.ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        return int(checkpoint["global_step"])
+    return trainer.global_step
 
 
 def _data_config(trainer: L.Trainer) -> dict[str, Any]:

@@ -32,6 +32,12 @@ from imaginebench.data.validation import _check_ids, _kind_name, validate
 
 log = logging.getLogger(__name__)
 
+#: A dataset may declare at most this many times the bytes it stores (plus the slack below):
+#: deflate, the only compression we write, cannot exceed 1032:1, so anything beyond is a
+#: truncated or crafted file, refused before its arrays are allocated.
+_MAX_EXPANSION = 1100
+_EXPANSION_SLACK = 1 << 20
+
 # --------------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------------
@@ -153,6 +159,9 @@ def _read_array(h5: h5py.File, src: str, name: str, kinds: str) -> np.ndarray:
         )
     try:
         return np.asarray(dset[()])
+    except MemoryError:
+        size = dset.size * dset.dtype.itemsize
+        raise DatasetError(src, f"dataset '{name}' needs {size} bytes: not enough memory") from None
     except (OSError, RuntimeError, ValueError, TypeError) as err:
         raise DatasetError(src, f"cannot read dataset '{name}' ({err})") from None
 
@@ -197,6 +206,36 @@ def _remap(src: str, name: str, ids: np.ndarray, lut: np.ndarray | None, attr: s
     return lut[ids64]
 
 
+def _check_declared_shapes(
+    h5: h5py.File, src: str, state_dim: int, action_spec: dict[str, Any]
+) -> None:
+    """Check the declared shapes against the root attributes and the stored bytes before any
+    array is read, so a small file cannot make the loader allocate a huge array."""
+    dsets = {name: _get_dataset(h5, src, name) for name in (*_ARRAY_KINDS, *_STRING_TABLES)}
+    for name, dset in dsets.items():
+        declared, stored = dset.size * dset.dtype.itemsize, dset.id.get_storage_size()
+        if declared > _MAX_EXPANSION * stored + _EXPANSION_SLACK:
+            raise DatasetError(
+                src,
+                f"dataset '{name}' declares shape {dset.shape} ({declared} bytes) but stores "
+                f"only {stored} bytes (truncated or crafted file)",
+            )
+    states = dsets["states"].shape
+    if len(states) == 2 and states[1] != state_dim:
+        raise DatasetError(
+            src,
+            f"dataset 'states' has {states[1]} columns but root attribute state_dim is {state_dim}",
+        )
+    actions = list(dsets["actions"].shape[1:])
+    expected = [] if action_spec["type"] == "discrete" else list(action_spec["shape"])
+    if dsets["actions"].ndim and actions != expected:
+        raise DatasetError(
+            src,
+            f"dataset 'actions' has per-transition shape {actions}, expected action_spec "
+            f"shape {expected}",
+        )
+
+
 def _load_open(h5: h5py.File, src: str, nonfinite: NonFinite) -> RolloutDataset:
     fmt = _read_attr(h5, src, "format")
     if fmt != FORMAT_NAME:
@@ -219,6 +258,7 @@ def _load_open(h5: h5py.File, src: str, nonfinite: NonFinite) -> RolloutDataset:
     level_lut = _enum_lut(src, "levels", _read_json_attr(h5, src, "levels"), LEVELS)
     source_lut = _enum_lut(src, "sources", _read_json_attr(h5, src, "sources"), SOURCES)
 
+    _check_declared_shapes(h5, src, state_dim, action_spec)
     arrays: dict[str, np.ndarray] = {}
     for name, kinds in _ARRAY_KINDS.items():
         if name == "actions":
@@ -226,13 +266,6 @@ def _load_open(h5: h5py.File, src: str, nonfinite: NonFinite) -> RolloutDataset:
         arrays[name] = _read_array(h5, src, name, kinds)
     tables = {name: _read_strings(h5, src, name) for name in _STRING_TABLES}
 
-    states = arrays["states"]
-    if states.ndim == 2 and states.shape[1] != state_dim:
-        raise DatasetError(
-            src,
-            f"dataset 'states' has {states.shape[1]} columns but root "
-            f"attribute state_dim is {state_dim}",
-        )
     arrays["episode_level"] = _remap(
         src, "episode_level", arrays["episode_level"], level_lut, "levels"
     )

@@ -48,10 +48,18 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
 
 
 def write_manifest(directory: str | Path) -> dict[str, Any]:
-    """(Re)write ``MANIFEST.json`` for the ``.h5`` files of ``directory``; return it."""
+    """(Re)write ``MANIFEST.json`` for the ``.h5`` files of ``directory``; return it.
+
+    Raises ``FileNotFoundError`` for a missing directory and ``ValueError`` for one without
+    ``.h5`` files (a mistyped path must not become an empty manifest)."""
     directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: no such directory")
+    paths = sorted(directory.glob("*.h5"))
+    if not paths:
+        raise ValueError(f"{directory}: no .h5 dataset files to list in a {MANIFEST}")
     files = {}
-    for path in sorted(directory.glob("*.h5")):
+    for path in paths:
         dataset = load_dataset(path)
         provenance = dataset.provenance
         entry: dict[str, Any] = {

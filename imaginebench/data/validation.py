@@ -256,7 +256,7 @@ def validate(
                 src,
                 f"non-finite values (NaN/inf) in states/actions/rewards of "
                 f"{n_bad} of {e} episodes (first: episode {first}); load with "
-                f"nonfinite='drop' to discard them",
+                f"nonfinite='drop' (imaginebench info --drop-nonfinite) to discard them",
             )
         log.warning(
             "%s: dropping %d of %d episodes with non-finite states/actions/rewards", src, n_bad, e

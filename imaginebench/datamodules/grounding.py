@@ -26,6 +26,7 @@ from imaginebench.datamodules.real_imaginary import (
     default_cache_dir,
     ensure_real_dataset,
     real_dataset_path,
+    require_episodes,
 )
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import action_spec_of
@@ -107,6 +108,7 @@ class GroundingDataModule(L.LightningDataModule):
         ensure_real_dataset(self.domain, path, self.collect)
         dataset = load_dataset(path)
         check_matches_env(dataset, path, self.domain, self.state_dim, self.action_spec)
+        require_episodes(dataset, path)
         self.dataset = dataset
         self.lengths = torch.as_tensor(dataset.episode_lengths(), dtype=torch.long)
         # Wordings of one rollout share its first state: hold out whole rollouts.

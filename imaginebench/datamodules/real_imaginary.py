@@ -13,6 +13,7 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor
 
+from imaginebench.data.atomic import file_lock
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
 from imaginebench.data.shipped import resolve_data_path
@@ -40,38 +41,64 @@ def real_dataset_path(
 
 
 def ensure_real_dataset(domain: str, path: Path, collect: CollectConfig | None) -> None:
-    """Collect the real dataset at ``path`` with the expert if the file is missing."""
+    """Collect the real dataset at ``path`` with the expert if the file is missing.
+
+    Runs started together on an empty cache collect it once: the others wait on a lock file
+    beside it (``.<name>.lock``) and then find the file."""
     if path.exists():
         return
     if collect is None:
         raise FileNotFoundError(f"real dataset {path} does not exist and data.collect is unset")
     from imaginebench.data.collect import collect as run_collection
 
-    log.warning("real dataset %s missing: collecting %s", path, collect)
-    dataset, stats = run_collection(
-        domain,
-        collect.level,
-        collect.episodes,
-        collect.seed,
-        epsilon=collect.epsilon,
-        paraphrases=collect.paraphrases,
-    )
-    save_dataset(dataset, path)
+    with file_lock(path.parent / f".{path.name}.lock"):
+        if path.exists():  # collected by another run while we waited
+            return
+        log.warning("real dataset %s missing: collecting %s", path, collect)
+        dataset, stats = run_collection(
+            domain,
+            collect.level,
+            collect.episodes,
+            collect.seed,
+            epsilon=collect.epsilon,
+            paraphrases=collect.paraphrases,
+        )
+        save_dataset(dataset, path)
     log.warning("%s -> %s", stats, path)
 
 
 def check_matches_env(
     dataset: RolloutDataset, path: Path, domain: str, state_dim: int, action_spec: dict
 ) -> None:
-    """Raise :class:`DatasetError` unless ``dataset`` fits the domain's environment."""
+    """Raise :class:`DatasetError` unless ``dataset`` fits the domain's environment: domain,
+    state size, action type and size (``n``, or the continuous shape) and, for continuous
+    actions, every action inside the environment's bounds."""
     if dataset.domain != domain:
         raise DatasetError(path, f"domain is {dataset.domain!r}, expected {domain!r}")
     if dataset.state_dim != state_dim:
         raise DatasetError(path, f"state_dim {dataset.state_dim} != env's {state_dim}")
-    if dataset.action_spec.get("type") != action_spec["type"] or dataset.action_spec.get(
-        "n"
-    ) != action_spec.get("n"):
-        raise DatasetError(path, f"action spec {dataset.action_spec} != env's {action_spec}")
+    spec = dataset.action_spec
+    size = "n" if action_spec["type"] == "discrete" else "shape"
+    if spec.get("type") != action_spec["type"] or spec.get(size) != action_spec.get(size):
+        raise DatasetError(path, f"action spec {spec} != env's {action_spec}")
+    if action_spec["type"] == "continuous" and dataset.num_transitions:
+        low, high = np.float32(action_spec["low"]), np.float32(action_spec["high"])
+        outside = ((dataset.actions < low) | (dataset.actions > high)).reshape(
+            dataset.num_transitions, -1
+        )
+        bad = np.flatnonzero(outside.any(axis=1))
+        if bad.size:
+            raise DatasetError(
+                path,
+                f"{bad.size} action(s) outside the env's bounds [{low:g}, {high:g}] "
+                f"(first: transition {int(bad[0])}: {dataset.actions[bad[0]].tolist()})",
+            )
+
+
+def require_episodes(dataset: RolloutDataset, path: Path) -> None:
+    """Raise :class:`DatasetError` if the training data ``dataset`` holds no episode."""
+    if len(dataset) == 0:
+        raise DatasetError(path, "holds 0 episodes: nothing to train on")
 
 
 class MixedBatches:
@@ -147,7 +174,8 @@ class RealImaginaryDataModule(L.LightningDataModule):
             expert collects it there once (with ``real=None``: into ``cache_dir``, named after
             the collection config).
         imaginary: paths of imaginary datasets (``shipped:<domain>/<file>`` names a dataset
-            shipped with the package); missing files are skipped with a warning.
+            shipped with the package); a missing file is an error unless
+            ``imaginary_optional``.
             Imaginary episodes with non-finite values or states outside the environment's
             bounds (plus ``state_margin``) are dropped and counted.
         ratio: fraction of each batch drawn from the imaginary pool (0 = real only), or
@@ -158,6 +186,9 @@ class RealImaginaryDataModule(L.LightningDataModule):
         cache_dir: where collected data goes (default ``$IMAGINEBENCH_CACHE`` or
             ``~/.cache/imaginebench``).
         state_margin: tolerance around the environment's state bounds for imaginary data.
+        imaginary_optional: skip missing imaginary files with a warning instead of failing.
+            What was used in the end (files, episodes kept and dropped, the effective ratio) is
+            in :attr:`usage`, which ``results.json`` records.
         updates_per_batch: hand the trainer ``K`` consecutive batches at once, stacked into a
             ``(K, batch_size)`` TensorDict; the module makes one gradient update per slice.
             The stream and ``global_step`` (one per update) are unchanged; only Lightning's
@@ -178,6 +209,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         cache_dir: str | None = None,
         state_margin: float = 0.05,
         updates_per_batch: int = 8,
+        imaginary_optional: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -195,6 +227,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         self.collect = collect
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.state_margin = state_margin
+        self.imaginary_optional = imaginary_optional
         env = make(domain).unwrapped
         self.state_dim = int(env.observation_space.shape[0])
         self.state_low = np.asarray(env.observation_space.low, dtype=np.float32)
@@ -205,6 +238,7 @@ class RealImaginaryDataModule(L.LightningDataModule):
         self.real: TransitionBuffer | None = None
         self.imaginary: TransitionBuffer | None = None
         self.dropped: dict[str, int] = {}
+        self.usage: dict[str, Any] = {}
         self._loaded = False
 
     # -- files ------------------------------------------------------------------------------
@@ -220,6 +254,11 @@ class RealImaginaryDataModule(L.LightningDataModule):
 
     def _load_imaginary(self, path: Path) -> RolloutDataset | None:
         if not path.exists():
+            if not self.imaginary_optional:
+                raise FileNotFoundError(
+                    f"{path}: imaginary dataset does not exist (set data.imaginary_optional: "
+                    "true to train without it)"
+                )
             log.warning("imaginary dataset %s not found: skipped", path)
             return None
         dataset = load_dataset(path, nonfinite="drop")
@@ -246,10 +285,22 @@ class RealImaginaryDataModule(L.LightningDataModule):
         ensure_real_dataset(self.domain, real_path, self.collect)
         real = load_dataset(real_path)
         self._check_domain(real, real_path)
-        imaginary = [
-            d for p in self.imaginary_paths if (d := self._load_imaginary(resolve_data_path(p)))
-        ]
-        imaginary = [d for d in imaginary if len(d) > 0]
+        require_episodes(real, real_path)
+        imaginary, files = [], []
+        for p in self.imaginary_paths:
+            path = resolve_data_path(p)
+            d = self._load_imaginary(path)
+            kept = len(d) if d is not None else 0
+            files.append(
+                {
+                    "file": str(path),
+                    "found": d is not None,
+                    "episodes_kept": kept,
+                    "episodes_dropped": self.dropped.get(str(path), 0),
+                }
+            )
+            if kept:
+                imaginary.append(d)
         table: dict[str, int] = {}
         for d in [real, *imaginary]:
             for s in d.instructions:
@@ -270,6 +321,16 @@ class RealImaginaryDataModule(L.LightningDataModule):
             elif self.ratio > 0:
                 log.warning("no imaginary data available: training on real data only")
         self._loaded = True
+        if self.ratio == "pool":
+            n_imaginary = sum(d.num_transitions for d in imaginary)
+            effective = n_imaginary / (real.num_transitions + n_imaginary)
+        else:
+            effective = self.split()[1] / self.batch_size
+        self.usage = {
+            "real": {"file": str(real_path), "episodes": len(real)},
+            "imaginary": files,
+            "effective_ratio": effective,
+        }
         log.info(self.describe())
 
     # -- batches ----------------------------------------------------------------------------

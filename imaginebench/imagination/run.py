@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from imaginebench.data.atomic import write_text_atomically
+from imaginebench.data.atomic import check_output_path, write_text_atomically
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
@@ -71,8 +71,7 @@ def imagine_level(
             "decoding.strategy to 'sample' (greedy decoding makes identical ones)"
         )
     path = Path(out.format(level=level, domain=domain))
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    check_output_path(path, overwrite)
     if not Path(checkpoint).is_file():
         raise FileNotFoundError(
             f"grounding checkpoint {checkpoint} not found; train one with "

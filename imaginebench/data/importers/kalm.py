@@ -8,8 +8,11 @@ ImagineBench files"):
   ``terminals``, ``masks``, ``goals`` and ``(N, K)`` paraphrased ``instructions``.
 * ``imaginebench-h5``: an HDF5 file with ``masks``, ``observations`` (ball positions followed by a
   768-d instruction embedding), ``actions`` and ``rewards``; ``instructions`` and ``goals`` live
-  in a companion ``.npy`` dict with the same stem.  Without ``next_observations`` the state after
+  in a companion ``.npy`` dict named by the caller.  Without ``next_observations`` the state after
   an episode's last action is unknown, so that transition is dropped.
+
+``.npy`` dicts are pickles: they are read by :func:`~imaginebench.data.safe_npy.load_npy`,
+which builds only numpy arrays, lists, dicts, strings and numbers and runs no code from the file.
 
 Every episode's task is rebuilt from its goal vector (see :func:`kalm_goal_to_task`) and success
 is judged by that task on the imported states, never read from the file.
@@ -31,6 +34,7 @@ from imaginebench.data.format import (
     RolloutDataset,
     default_provenance,
 )
+from imaginebench.data.safe_npy import UnsafePickleError, load_npy
 from imaginebench.envs.base import Task, check_level
 from imaginebench.envs.clevr.physics import COLORS, NUM_BALLS
 from imaginebench.envs.clevr.tasks import DIRECTIONS, AllOf, Gather, Line, Push, Relation
@@ -217,16 +221,17 @@ def kalm_goal_to_task(goal: Any, *, level: str = "train") -> Task:
 
 
 def _load_npy_dict(path: Path, what: str) -> dict[str, Any]:
+    """The dict pickled in a ``.npy`` file, read by :func:`load_npy` (which runs no code)."""
     if not path.exists():
         raise FileNotFoundError(2, f"{path}: {what} does not exist", str(path))
     try:
-        obj = np.load(path, allow_pickle=True)
-    except Exception as err:  # unpickling can fail with almost any exception type
+        obj = load_npy(path)
+    except UnsafePickleError as err:
+        raise DatasetError(path, f"refused to load the {what}: {err}") from None
+    except Exception as err:  # a broken pickle can fail with almost any exception type
         raise DatasetError(
             path, f"cannot read the {what} as a .npy file ({type(err).__name__}: {err})"
         ) from None
-    if isinstance(obj, np.ndarray) and obj.dtype == object and obj.shape == ():
-        obj = obj.item()
     if not isinstance(obj, dict):
         kind = (
             f"array of shape {obj.shape} and dtype {obj.dtype}"
@@ -341,8 +346,8 @@ def import_kalm_clevr(
         instruction: ``"first"`` uses each episode's first paraphrase, ``"cycle"`` gives episode
             ``i`` (its index in the file) paraphrase ``i % K``, ``"all"`` emits one copy of the
             episode per distinct paraphrase.
-        companion: the ``.npy`` dict with ``instructions``/``goals`` for an ``.h5`` file; by default
-            the file next to ``path`` with the same stem.
+        companion: the ``.npy`` dict with ``instructions``/``goals`` for an ``.h5`` file without
+            them (required then: no file is read unless named).
 
     Returns:
         The dataset; ``provenance["import_skipped"]`` counts episodes skipped per reason (and
@@ -376,16 +381,13 @@ def import_kalm_clevr(
         chk = _Checker(path)
         chk.require(data, ("masks", "observations", "actions", "rewards"), "ImagineBench .h5")
         if not all(k in data for k in ("instructions", "goals")):
-            companion_path = (
-                Path(companion).expanduser() if companion is not None else path.with_suffix(".npy")
-            )
-            if not companion_path.exists():
+            if companion is None:
                 raise DatasetError(
                     path,
-                    f"instructions and goals are not in the file and the "
-                    f"companion .npy {companion_path} does not exist (pass "
-                    f"companion=...)",
+                    "instructions and goals are not in the file; name the .npy dict that holds "
+                    f"them with --companion (companion=...), e.g. {path.with_suffix('.npy')}",
                 )
+            companion_path = Path(companion).expanduser()
             extra = _load_npy_dict(companion_path, "companion file")
             _Checker(companion_path).require(
                 extra,

@@ -155,8 +155,8 @@ class ClevrPhysics:
     def push(self, action: int) -> np.ndarray:
         """Apply one push action and return the new 10-d state.
 
-        The push start is computed from the *current* physics state (the original read a scene
-        graph that was stale right after a reset, so every episode's first push missed).
+        The push starts behind the ball's *current* position, so an episode's first push moves
+        its ball like any later one.
         """
         ball, direction = decode_action(action)
         d = PUSH_DIRECTIONS[direction]

@@ -1,0 +1,190 @@
+"""Hostile or careless input: each test pins one behaviour listed in docs/reliability.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import yaml
+
+from imaginebench.cli import main as cli_main
+from imaginebench.data.collect import collect
+from imaginebench.data.format import DatasetError, save_dataset
+from imaginebench.train_cli import run as train_cli
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_config_class_path_imports_code_as_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "sneaky_config_module.py").write_text(
+        f"import pathlib\npathlib.Path({str(marker)!r}).touch()\nclass Model:\n    pass\n"
+    )
+    config = tmp_path / "shared.yaml"
+    config.write_text("model:\n  class_path: sneaky_config_module.Model\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SystemExit):  # Model is no LightningModule: rejected, but only after
+        train_cli(["fit", "-c", str(config), "--print_config"])
+    assert marker.exists()  # ... its module ran: what docs/training.md warns about
+    assert "**A config file is code.**" in (DOCS / "training.md").read_text()
+
+
+# ------------------------------------------------------------------------------------ CLI runs
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "bc_clevr.yaml"
+
+
+@pytest.fixture(scope="module")
+def real_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "real.h5"
+    dataset, _ = collect("clevr", "train", 12, seed=0, epsilon=0.2, progress=False)
+    return save_dataset(dataset, path)
+
+
+def small_config(
+    tmp_path: Path, real: Path, imaginary: list[str] | None = None, test_after_fit: bool = True
+) -> Path:
+    """configs/bc_clevr.yaml shrunk to 4 steps and one evaluation episode of one level,
+    writing into ``tmp_path``."""
+    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg["trainer"].update(max_steps=4, enable_progress_bar=False)
+    cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
+    for cb in cfg["trainer"]["callbacks"]:
+        if cb["class_path"].endswith("SuccessRateEvaluation"):
+            cb["init_args"].update(
+                every_n_steps=0,
+                episodes_per_level=1,
+                test_episodes_per_level=1,
+                levels=["easy"],
+                test_after_fit=test_after_fit,
+            )
+        if cb["class_path"].endswith("ModelCheckpoint"):
+            cb["init_args"].update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=2)
+    cfg["model"]["init_args"]["hidden"] = [16]
+    cfg["data"]["init_args"].update(
+        real=str(real), imaginary=imaginary or [], batch_size=16, updates_per_batch=2
+    )
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_fit_with_zero_steps_is_refused(tmp_path: Path, real_path: Path) -> None:
+    config = small_config(tmp_path, real_path)
+    with pytest.raises(ValueError, match="max_steps 0: fit would train nothing"):
+        train_cli(["fit", "-c", str(config), "--trainer.max_steps", "0"])
+    assert not list(tmp_path.rglob("results.json"))
+
+
+# ------------------------------------------------------------------------------------ data CLI
+
+
+def test_info_fails_on_a_file_fit_rejects(
+    tmp_path: Path, real_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "nan.h5"
+    path.write_bytes(real_path.read_bytes())
+    with h5py.File(path, "r+") as h5:
+        h5["rewards"][0] = np.nan
+    assert cli_main(["info", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: non-finite values" in err
+    assert cli_main(["info", "--drop-nonfinite", str(path)]) == 0
+    assert "dropped (non-finite): 1" in capsys.readouterr().out
+
+
+def test_manifest_refuses_a_missing_or_empty_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing, empty = tmp_path / "mistyped", tmp_path / "empty"
+    empty.mkdir()
+    for directory, problem in ((missing, "no such directory"), (empty, "no .h5 dataset files")):
+        assert cli_main(["manifest", str(directory)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{directory}: {problem}" in err
+    assert not missing.exists() and not list(empty.iterdir())
+
+
+def test_results_record_the_data_really_used(tmp_path: Path, real_path: Path) -> None:
+    missing = str(tmp_path / "typo_imaginary.h5")
+    config = small_config(tmp_path, real_path, imaginary=[missing])
+    with pytest.raises(FileNotFoundError, match="typo_imaginary.h5: imaginary dataset"):
+        train_cli(["fit", "-c", str(config)])
+    train_cli(["fit", "-c", str(config), "--data.init_args.imaginary_optional", "true"])
+    (results,) = tmp_path.rglob("results.json")
+    payload = json.loads(results.read_text())
+    assert payload["data"]["ratio"] == 0.5  # asked for
+    used = payload["data_used"]  # got
+    assert used["effective_ratio"] == 0.0 and used["real"]["file"] == str(real_path)
+    assert used["imaginary"] == [
+        {"file": missing, "found": False, "episodes_kept": 0, "episodes_dropped": 0}
+    ]
+
+
+def test_test_reports_the_checkpoints_step(
+    tmp_path: Path, real_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = small_config(tmp_path, real_path, test_after_fit=False)
+    train_cli(["fit", "-c", str(config)])
+    capsys.readouterr()
+    train_cli(["test", "-c", str(config), "--ckpt_path", str(tmp_path / "ckpt" / "last.ckpt")])
+    assert "DiscreteBC at step 4 " in capsys.readouterr().out
+    (results,) = tmp_path.rglob("results.json")
+    assert json.loads(results.read_text())["global_step"] == 4
+
+
+# ------------------------------------------------------------------------------------ claims
+
+
+def test_no_stale_aim_claim_about_the_original_clevr_data() -> None:
+    """The original real episodes (replayed) have no blocked first push, so nothing may claim
+    that the original's first push usually missed because it aimed at stale positions."""
+    root = DOCS.parent
+    for path in ("docs/clevr.md", "imaginebench/envs/clevr/physics.py", "tests/test_clevr_env.py"):
+        text = (root / path).read_text().lower()
+        assert "first push missed" not in text and "stale-aim" not in text, path
+        assert "stale (pre-reset)" not in text and "stale right after a reset" not in text, path
+    assert "no first push of an episode was blocked" in (DOCS / "clevr.md").read_text()
+
+
+# ------------------------------------------------------------------------------------ one line
+
+
+@pytest.mark.parametrize("command", ["fit", "validate", "test"])
+def test_trainer_commands_report_data_errors_in_one_line(
+    tmp_path: Path, real_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    corrupt = tmp_path / "corrupt.h5"
+    corrupt.write_bytes(b"not an HDF5 file\n" * 10)
+    config = small_config(tmp_path, real_path)
+    args = [command, "-c", str(config), "--data.init_args.real", str(corrupt)]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"error: {corrupt}: not a readable HDF5 file")
+    with pytest.raises(DatasetError, match="not a readable HDF5 file"):
+        cli_main([*args, "--debug"])
+
+
+# ------------------------------------------------------------------------------------ resume
+
+
+def test_resume_refuses_another_runs_checkpoint(tmp_path: Path, real_path: Path) -> None:
+    config = str(small_config(tmp_path, real_path, test_after_fit=False))
+
+    def fit(seed: int, steps: int, *extra: str) -> Any:
+        args = ["--data.init_args.seed", str(seed), "--trainer.max_steps", str(steps)]
+        return train_cli(["fit", "-c", config, *args, *extra])
+
+    fit(1, 4)  # seed 1 writes ckpt/last.ckpt into the folder both runs share
+    with pytest.raises(ValueError, match=r"last\.ckpt: written by .*data\.seed 1 -> 0"):
+        fit(0, 6, "--ckpt_path", "last")
+    assert fit(1, 6, "--ckpt_path", "last").trainer.global_step == 6  # the same run resumes
+    forced = fit(0, 8, "--ckpt_path", "last", "--allow_resume_mismatch", "true")
+    assert forced.trainer.global_step == 8
