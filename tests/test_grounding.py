@@ -498,15 +498,24 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         return ImaginedRollout(None, np.zeros((2, 1)), np.zeros(1), success, diverged, illegal, ll)
 
     candidates = [
-        rollout(-1.0, success=False), rollout(-3.0), rollout(-2.0),  # keeps -2
-        rollout(-0.5, diverged=True), rollout(-0.1, illegal=True), rollout(-9.0, success=False),
+        rollout(-1.0, success=False),
+        rollout(-3.0),
+        rollout(-2.0),  # keeps -2
+        rollout(-0.5, diverged=True),
+        rollout(-0.1, illegal=True),
+        rollout(-9.0, success=False),
     ]
     config = FilterConfig(reject_illegal=True, require_success=True, best_of=3)
     kept, counts = select(candidates, 3, config)
     assert [r.log_likelihood for r in kept] == [-2.0]
     assert counts.to_dict() == {
-        "candidates": 6, "diverged": 1, "illegal": 1, "unsuccessful": 2, "less_likely": 1,
-        "episodes_kept": 1, "episodes_dropped": 1,
+        "candidates": 6,
+        "diverged": 1,
+        "illegal": 1,
+        "unsuccessful": 2,
+        "less_likely": 1,
+        "episodes_kept": 1,
+        "episodes_dropped": 1,
     }
     kept, counts = select(candidates, 1, FilterConfig())  # no filter: only divergence drops
     assert len(kept) == 5 and counts.diverged == 1
@@ -517,9 +526,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
     assert real_horizon(lengths, success, quantile=1.0, scale=2.0, limit=5) == 5
 
 
-def test_imagine_command_applies_filters_and_reports_what_they_removed(
-    real_path, tmp_path, capsys
-):
+def test_imagine_command_applies_filters_and_reports_what_they_removed(real_path, tmp_path, capsys):
     from imaginebench.cli import main
 
     dm = _datamodule(real_path)
@@ -528,14 +535,35 @@ def test_imagine_command_applies_filters_and_reports_what_they_removed(
     trainer.fit(module, dm)
     ckpt = tmp_path / "g.ckpt"
     trainer.save_checkpoint(ckpt)
-    base = ["imagine", "--checkpoint", str(ckpt), "--level", "hard", "--rollouts", "6",
-            "--decoding.batch_size", "12", "--progress", "false"]
+    base = [
+        "imagine",
+        "--checkpoint",
+        str(ckpt),
+        "--level",
+        "hard",
+        "--rollouts",
+        "6",
+        "--decoding.batch_size",
+        "12",
+        "--progress",
+        "false",
+    ]
     greedy_best_of = [*base, "--out", str(tmp_path / "a.h5"), "--filters.best_of", "2"]
     assert main(greedy_best_of) == 2
     assert "sample" in capsys.readouterr().err
-    filtered = [*base, "--filters.best_of", "2", "--decoding.strategy", "sample",
-                "--filters.reject_illegal", "true", "--filters.horizon_quantile", "1.0",
-                "--filters.horizon_scale", "1.0"]
+    filtered = [
+        *base,
+        "--filters.best_of",
+        "2",
+        "--decoding.strategy",
+        "sample",
+        "--filters.reject_illegal",
+        "true",
+        "--filters.horizon_quantile",
+        "1.0",
+        "--filters.horizon_scale",
+        "1.0",
+    ]
     assert main([*filtered, "--out", str(tmp_path / "b.h5")]) == 0
     assert "filters removed (candidates): candidates 12" in capsys.readouterr().out
     real = load_dataset(real_path)

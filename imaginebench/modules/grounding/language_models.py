@@ -121,6 +121,7 @@ def load_causal_lm(
     lm_config: dict[str, Any] | None = None,
     precision: Precision = "float32",
     load_in_4bit: bool = False,
+    layers: int | None = None,
 ) -> torch.nn.Module:
     """A causal LM: pretrained from ``name_or_path`` or random from ``lm_config``.
 
@@ -131,6 +132,8 @@ def load_causal_lm(
         precision: dtype of the LM weights (``bfloat16`` halves memory and is ~30 % faster on
             recent CPUs; the numeric adapters and heads stay float32).
         load_in_4bit: NF4 quantisation through bitsandbytes (QLoRA); pretrained models only.
+        layers: keep only the first ``layers`` transformer blocks of a pretrained model (the
+            output norm and head stay): less compute per token, at the price of depth.
     """
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
@@ -150,10 +153,24 @@ def load_causal_lm(
             AutoConfig.for_model(model_type, **config), dtype=dtype
         )
     kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": _local_only()}
+    if layers is not None:
+        total = AutoConfig.from_pretrained(resolve_lm_path(name_or_path), **kwargs)
+        available = int(getattr(total, "num_hidden_layers", 0))
+        if not 1 <= layers <= available:
+            raise ValueError(
+                f"lm_layers must be in [1, {available}] for {name_or_path}, got {layers}"
+            )
+        kwargs["num_hidden_layers"] = layers
     if load_in_4bit:
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
         )
-    return AutoModelForCausalLM.from_pretrained(resolve_lm_path(name_or_path), **kwargs)
+    verbosity = hf_logging.get_verbosity()
+    if layers is not None:  # the dropped blocks' weights are expected to go unused
+        hf_logging.set_verbosity_error()
+    try:
+        return AutoModelForCausalLM.from_pretrained(resolve_lm_path(name_or_path), **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)

@@ -100,6 +100,7 @@ class GroundingModule(L.LightningModule):
             [right, behind, ...]]`` for ``ball * 8 + direction``); read and written through the
             LM's embeddings, so words of the instruction point at the action's words.
             ``None``: a fresh action embedding and linear head.
+        lm_layers: keep only the LM's first ``lm_layers`` transformer blocks (``None``: all).
     """
 
     def __init__(
@@ -122,6 +123,7 @@ class GroundingModule(L.LightningModule):
         state_classes: int | None = None,
         window: int | None = None,
         action_words: list[list[str]] | None = None,
+        lm_layers: int | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -132,7 +134,11 @@ class GroundingModule(L.LightningModule):
         self.lr, self.adapter_lr = lr, adapter_lr
         self.weight_decay, self.warmup_steps = weight_decay, warmup_steps
         causal_lm = load_causal_lm(
-            lm, lm_config=lm_config, precision=precision, load_in_4bit=load_in_4bit
+            lm,
+            lm_config=lm_config,
+            precision=precision,
+            load_in_4bit=load_in_4bit,
+            layers=lm_layers,
         )
         tokenizer_name = tokenizer or lm
         if lm_config is not None and tokenizer is None:
