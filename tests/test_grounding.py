@@ -642,6 +642,21 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     assert all(r.states.shape[1] == 10 and np.isfinite(r.states).all() for r in rollouts)
 
 
+def test_lm_layers_keeps_the_first_pretrained_blocks():
+    from imaginebench.modules.grounding.language_models import load_causal_lm
+
+    full, cut = load_causal_lm("smollm2"), load_causal_lm("smollm2", layers=3)
+    assert len(cut.model.layers) == 3 and cut.config.num_hidden_layers == 3
+    kept = cut.state_dict()
+    for name, value in full.state_dict().items():
+        if name in kept:
+            assert torch.equal(kept[name], value), name
+    assert "model.layers.2.mlp.up_proj.weight" in kept and "model.norm.weight" in kept
+    assert "model.layers.3.mlp.up_proj.weight" not in kept
+    with pytest.raises(ValueError, match="lm_layers must be in"):
+        load_causal_lm("smollm2", layers=31)
+
+
 @pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah"])
 def test_collect_config_is_shared_with_the_rl_configs(domain):
     """The grounding fine-tune reads the same real data as the offline RL runs."""
