@@ -642,6 +642,21 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     assert all(r.states.shape[1] == 10 and np.isfinite(r.states).all() for r in rollouts)
 
 
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah"])
+def test_imagine_configs_parse(domain):
+    from imaginebench.imagination import DecodingConfig
+    from imaginebench.imagination.filters import FilterConfig
+    from imaginebench.imagination.run import parse_arguments
+
+    kwargs = parse_arguments(
+        ["-c", str(ROOT / f"configs/imagine_{domain}.yaml"), "--level", "hard"]
+    )
+    assert kwargs["domain"] == domain and kwargs["level"] == "hard"
+    assert isinstance(kwargs["decoding"], DecodingConfig)
+    filters = kwargs["filters"] or FilterConfig()
+    assert filters.best_of == 1 or kwargs["decoding"].strategy == "sample"
+
+
 def test_lm_layers_keeps_the_first_pretrained_blocks():
     from imaginebench.modules.grounding.language_models import load_causal_lm
 

@@ -166,8 +166,8 @@ def _report_json(report: QualityReport, provenance: dict) -> str:
     return json.dumps({"quality": report.to_dict(), "provenance": provenance}, indent=2) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    """``imaginebench imagine -c configs/imagine_<domain>.yaml --level <level> [...]``."""
+def parse_arguments(argv: list[str]) -> dict:
+    """The keyword arguments of :func:`imagine_level` from a command line (configs included)."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     parser = ArgumentParser(
@@ -179,8 +179,12 @@ def main(argv: list[str]) -> int:
     parser.add_function_arguments(imagine_level)
     args = parser.parse_args(argv)
     args.pop("config", None)
-    kwargs = parser.instantiate_classes(args).as_dict()
-    dataset, report = imagine_level(**kwargs)
+    return parser.instantiate_classes(args).as_dict()
+
+
+def main(argv: list[str]) -> int:
+    """``imaginebench imagine -c configs/imagine_<domain>.yaml --level <level> [...]``."""
+    dataset, report = imagine_level(**parse_arguments(argv))
     removed = dataset.provenance["filtered"]
     print("filters removed (candidates): " + ", ".join(f"{k} {v}" for k, v in removed.items()))
     print(format_table([report]))
