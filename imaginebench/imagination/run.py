@@ -157,7 +157,12 @@ def _real_data_path(checkpoint: str) -> Path:
             f"{checkpoint} records no data module, so the real data's episode lengths are "
             "unknown: set horizon instead of filters.horizon_quantile"
         )
-    return GroundingDataModule(**hparams).resolved_real_path()
+    from imaginebench.data.collect import CollectConfig
+
+    kwargs = {k: v for k, v in hparams.items() if not k.startswith("_")}  # no "_class_path"
+    if isinstance(kwargs.get("collect"), dict):  # as a config file gives it
+        kwargs["collect"] = CollectConfig(**kwargs["collect"])
+    return GroundingDataModule(**kwargs).resolved_real_path()
 
 
 def _report_json(report: QualityReport, provenance: dict) -> str:
