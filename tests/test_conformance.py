@@ -7,14 +7,16 @@ Each algorithm, on small synthetic language-conditioned tasks (``tests/helpers.p
 * its loss terms train only the networks they declare (``loss_parts``), every trainable
   parameter belongs to one of them and is in the optimizer, and target networks never get
   gradients but do follow their online networks;
-* discounts with ``gamma``, never bootstraps terminal transitions, and ignores ``gamma`` only
-  with ``undiscounted_td_bug=True``;
+* with fixed critics, has the exact TD target ``r + gamma (1 - done) V'``: discounts once with
+  ``gamma``, never bootstraps terminal transitions, ignores ``gamma`` only with
+  ``undiscounted_td_bug=True``;
 * resumed from a mid-run checkpoint, ends bit-identical to an uninterrupted run;
 * learns the optimum of a two-instruction task ("go left" vs "go right") from noisy data.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from helpers import LEFT, RIGHT, LineTask, TaskDataModule, random_batch, trainer
 
 from imaginebench.modules.offline import (
@@ -245,37 +248,90 @@ def test_loss_parts_train_only_their_networks(name, tasks):
 # ------------------------------------------------------------------------------- discounting
 
 
-def loss_for(case: Case, gamma: float, bug: bool, done: bool) -> torch.Tensor:
-    discrete = case.discrete
+Q_ACTIONS = torch.tensor([1.0, 2.0, 3.0, 4.0])  # a fixed discrete critic: Q(s, a) = a + 1
+Q_ONLINE, Q_TARGET, V = 0.25, 2.0, 1.5  # fixed continuous critics and value network
+
+
+def constant(net: torch.nn.Module, value) -> None:
+    """Make ``net`` (a head with an ``out`` layer) output ``value`` for every input."""
+    for p in net.parameters():
+        p.zero_()
+    net.out.bias.copy_(torch.as_tensor(value).expand_as(net.out.bias))
+
+
+def fixed_critic(case: Case, gamma: float, bug: bool):
+    """A module whose critics (and value network) are constants, a batch, the loss term that
+    holds its TD error, and that error as a function of the targets the constants imply:
+    ``(module, batch, term, loss(target), bootstrap)``."""
     spec = (
         {"type": "discrete", "n": 4}
-        if discrete
+        if case.discrete
         else {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
     )
+    # Continuous soft backups subtract alpha * log pi(a'|s') of a sampled a': a vanishing
+    # temperature leaves the critics' value alone (the discrete ones compute it exactly).
+    soft = {"initial_temperature": 1e-30} if issubclass(case.cls, SAC) else {}
     torch.manual_seed(0)
     m = case.cls(
-        state_dim=3, action_spec=spec, gamma=gamma, undiscounted_td_bug=bug, **SMALL, **case.kwargs
+        state_dim=3,
+        action_spec=spec,
+        gamma=gamma,
+        undiscounted_td_bug=bug,
+        **SMALL,
+        **{**case.kwargs, **soft},
     )
-    batch = random_batch(n=16, discrete=discrete)
-    batch["done"] = torch.full((16,), done)
-    batch["reward"] = torch.ones(16)
+    batch = random_batch(n=16, discrete=case.discrete)
     if isinstance(m, PRDC):
         m.build_index(batch["state"], batch["action"], torch.zeros(16, dtype=torch.long))
         batch["instruction_id"] = torch.zeros(16, dtype=torch.long)
     with torch.no_grad():
-        return m.losses(batch)["loss"]
+        for name, net in m.named_children():
+            nets = list(net) if isinstance(net, torch.nn.ModuleList) else [net]
+            if name in ("actor", "imitation") and case.discrete:
+                constant(net, 0.0)  # uniform policy; BCQ: every action allowed
+            elif name == "value":
+                constant(net, V)
+            elif name in ("q", "critics"):
+                for n in nets:
+                    constant(n, Q_ACTIONS if case.discrete else Q_ONLINE)
+            elif name in ("q_target", "critics_target"):
+                for n in nets:
+                    constant(n, Q_ACTIONS + 1 if case.discrete else Q_TARGET)
+    if case.discrete:
+        q_data = Q_ACTIONS[batch["action"]]
+        bootstrap = {
+            "DiscreteCQL": 5.0,  # the target net at the online argmax (double DQN)
+            "DiscreteBCQ": 5.0,
+            "DiscreteSAC": 3.5 + math.log(4),  # E_uniform[Q'] + alpha * entropy, alpha = 1
+            "DiscreteIQL": V,
+            "DiscreteAWAC": 3.5,  # E_uniform[Q']
+        }[case.cls.__name__]
+    else:
+        q_data = torch.full((16,), Q_ONLINE)
+        bootstrap = V if isinstance(m, IQL) else Q_TARGET
+    twin = 1 if isinstance(m, DiscreteCQL | DiscreteBCQ | DiscreteAWAC) else 2
+    huber = isinstance(m, DiscreteCQL | DiscreteBCQ)
+    term = {DiscreteCQL: "td", DiscreteBCQ: "td_loss", CQL: "td", COMBO: "td"}.get(
+        case.cls, "critic_loss"
+    )
+
+    def loss(target: torch.Tensor) -> torch.Tensor:
+        fn = F.smooth_l1_loss if huber else F.mse_loss
+        return twin * fn(q_data, target)
+
+    return m, batch, term, loss, bootstrap
 
 
+@pytest.mark.parametrize("bug", [False, True])
 @pytest.mark.parametrize("name", [n for n in NAMES if CASES[n].cls not in (BC, DiscreteBC)])
-def test_discounting(name):
-    case = CASES[name]
-    terminal = [loss_for(case, g, False, done=True) for g in (0.5, 0.9)]
-    assert torch.equal(terminal[0], terminal[1]), "terminal transitions must not bootstrap"
-    running = [loss_for(case, g, False, done=False) for g in (0.5, 0.9)]
-    assert not torch.equal(running[0], running[1]), "gamma must discount the bootstrap"
-    bugged = [loss_for(case, g, True, done=False) for g in (0.5, 0.9)]
-    assert torch.equal(bugged[0], bugged[1]), "undiscounted_td_bug ignores gamma"
-    assert not torch.equal(bugged[0], running[0])
+def test_td_targets_of_a_fixed_critic(name, bug):
+    """With constant critics the TD target is ``r + gamma (1 - done) V'`` exactly: gamma once,
+    no bootstrap from terminal transitions, gamma = 1 only with ``undiscounted_td_bug``."""
+    m, batch, term, loss, bootstrap = fixed_critic(CASES[name], gamma=0.7, bug=bug)
+    not_done = (~batch["done"]).float()
+    target = batch["reward"] + (1.0 if bug else 0.7) * not_done * bootstrap
+    with torch.no_grad():
+        torch.testing.assert_close(m.losses(batch)[term], loss(target))
 
 
 # ---------------------------------------------------------------------------------- resume
