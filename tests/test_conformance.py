@@ -337,24 +337,43 @@ def test_td_targets_of_a_fixed_critic(name, bug):
 # ---------------------------------------------------------------------------------- resume
 
 
-def final_state(case, tasks, steps, ckpt_in=None, ckpt_out=None) -> tuple[OfflineRLModule, dict]:
+class Steps(L.Callback):
+    """The weights a fit starts from (after any checkpoint is restored) and the updates it runs."""
+
+    def on_train_start(self, trainer, module):
+        self.start = {k: v.clone() for k, v in module.state_dict().items()}
+        self.first_step, self.updates = trainer.global_step, 0
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.updates += 1
+
+
+def final_state(case, tasks, steps, ckpt_in=None, ckpt_out=None):
+    """``(module, its final state dict, Steps)`` of a seeded fit for ``steps`` updates."""
     L.seed_everything(0)
     dm = datamodule(tasks, case.discrete, seed=3)
     module = build(case, dm)
-    run = trainer(steps, deterministic=True)
+    watch = Steps()
+    run = trainer(steps, deterministic=True, callbacks=[watch])
     run.fit(module, dm, ckpt_path=ckpt_in)
     if ckpt_out is not None:
         run.save_checkpoint(ckpt_out)
-    return module, {k: v.clone() for k, v in module.state_dict().items()}
+    return module, {k: v.clone() for k, v in module.state_dict().items()}, watch
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_resume_from_checkpoint_is_bit_exact(name, tasks, tmp_path):
     case = CASES[name]
-    straight, a = final_state(case, tasks, 2 * 5)
+    straight, a, _ = final_state(case, tasks, 2 * 5)
     mid = tmp_path / "mid.ckpt"
-    _, half = final_state(case, tasks, 5, ckpt_out=mid)
-    resumed, b = final_state(case, tasks, 2 * 5, ckpt_in=mid)
+    _, half, _ = final_state(case, tasks, 5, ckpt_out=mid)
+    resumed, b, watch = final_state(case, tasks, 2 * 5, ckpt_in=mid)
+    # The resumed fit starts from the checkpoint's weights and runs only the remaining updates
+    # (a fit that ignored the checkpoint would end at the same weights: the run is seeded).
+    assert watch.start.keys() == half.keys()
+    for key in half:
+        assert torch.equal(watch.start[key], half[key]), key
+    assert (watch.first_step, watch.updates) == (5, 5)
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
