@@ -559,7 +559,7 @@ def test_quality_of_real_rollouts_is_perfect(real_path):
     episodes = [real.episode(i) for i in range(0, len(real), 2)]
     report = quality_report("clevr", "train", episodes)
     assert report.legality == 1.0
-    assert report.transition_correctness > 0.95
+    assert report.transition_correctness == 1.0
     assert report.consistency == pytest.approx(np.mean([e.success for e in episodes]))
     # the simulator replays the expert's actions to the recorded outcome
     replayed = replayed_success("clevr", episodes)
