@@ -63,13 +63,14 @@ class LineTask:
     """Walk to the end of a line named by the instruction.
 
     Discrete: positions ``-2..2`` from 0; reward 1 and termination at the instructed end, 0 and
-    termination at the other one. Continuous: position from ``U(-0.2, 0.2)``, reward the
+    termination at the other one, ``-step_cost`` on other steps. Continuous: position from ``U(-0.2, 0.2)``, reward the
     progress in the instructed direction, termination (success) at distance 1 from the origin.
     Episodes are cut after ``horizon`` steps. The optimum succeeds every time (2 or 3 steps).
     """
 
     discrete: bool
     horizon: int = 5
+    step_cost: float = 0.0  # discrete: reward -step_cost on steps that end nowhere
 
     @property
     def action_spec(self) -> dict[str, Any]:
@@ -96,22 +97,29 @@ class LineTask:
         if self.discrete:
             move = np.array([-1.0, 1.0, 0.0])[np.asarray(action, dtype=np.int64)]
             x2 = x + move
-            success = x2 * direction >= 2
-            return x2, success.astype(np.float32), success, np.abs(x2) >= 2
+            success, ended = x2 * direction >= 2, np.abs(x2) >= 2
+            reward = np.where(ended, success, -self.step_cost).astype(np.float32)
+            return x2, reward, success, ended
         x2 = np.clip(x + 0.25 * np.clip(action[:, 0], -2, 2), -1.5, 1.5)
         success = x2 * direction >= 1
         return x2, ((x2 - x) * direction).astype(np.float32), success, success
 
     def behaviour(
-        self, direction: np.ndarray, rng: np.random.Generator, expert: float
+        self, direction: np.ndarray, rng: np.random.Generator, expert: float, lure: float = 0.0
     ) -> np.ndarray:
-        """The data's actions: the right move with probability ``expert``, else random."""
+        """The data's actions: with probability ``lure`` a suboptimal one (discrete: stay;
+        continuous: a small step the wrong way), otherwise the right move with probability
+        ``expert``, else random. With ``lure`` 0.5 the lure is the most common action."""
         n = len(direction)
-        good = rng.random(n) < expert
+        lured = rng.random(n) < lure if lure else np.zeros(n, dtype=bool)  # same stream at 0
+        good = (rng.random(n) < expert) & ~lured
         if self.discrete:
-            return np.where(good, (direction > 0).astype(np.int64), rng.integers(0, 3, size=n))
+            action = np.where(good, (direction > 0).astype(np.int64), rng.integers(0, 3, size=n))
+            return np.where(lured, 2, action)
         action = rng.uniform(-2, 2, size=(n, 2))
         action[good, 0] = np.clip(2 * direction[good] + rng.normal(0, 0.4, good.sum()), -2, 2)
+        if lure:
+            action[lured, 0] = -0.5 * direction[lured] + rng.normal(0, 0.1, lured.sum())
         return action.astype(np.float32)
 
     def dataset(
@@ -121,6 +129,7 @@ class LineTask:
         seed: int,
         expert: float = 0.6,
         source: str = "real",
+        lure: float = 0.0,
     ) -> RolloutDataset:
         rng = np.random.default_rng(seed)
         out = []
@@ -131,7 +140,7 @@ class LineTask:
             states, actions, rewards = [self.observe(x, rng)[0]], [], []
             success = terminated = False
             for _ in range(self.horizon):
-                action = self.behaviour(direction, rng, expert)
+                action = self.behaviour(direction, rng, expert, lure)
                 x, reward, won, ended = self.step(x, action, direction)
                 states.append(self.observe(x, rng)[0])
                 actions.append(action[0])

@@ -349,8 +349,14 @@ def test_combo_model_phase_learns_the_dynamics_and_rollouts_fill_half_the_batch(
     assert r2[0] > 0.9 and r2[1] > 0.6, r2
     rows = m.model_buffer["state"][: m.model_size]
     assert (rows >= m.state_low).all() and (rows <= m.state_high).all()
-    batch = dm.batches(0).batch(0)
-    assert float(m.losses(m.prepare(batch))["model_fraction"]) == 0.5
+    batch = m.prepare(dm.batches(0).batch(0))
+    draws = m.generator.get_state()
+    terms = m.losses(batch)
+    assert float(terms["model_fraction"]) == 0.5
+    # ...and the model's rows are really in the batch: their rewards move the TD error
+    m.model_buffer["reward"] += 10.0
+    m.generator.set_state(draws)
+    assert float(m.losses(batch)["td"]) > float(terms["td"]) + 1.0
 
 
 @pytest.mark.usefixtures("one_thread")

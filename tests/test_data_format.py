@@ -435,7 +435,7 @@ def _set_item(name: str, index, value):
     return _map_ds(name, fn)
 
 
-def _mid_episode_terminal(arr, f):
+def _mid_episode_flag(arr, f):
     off = f["episode_offsets"][()]
     k = int(np.flatnonzero(np.diff(off) >= 2)[0])  # an episode with >= 2 transitions
     arr = arr.copy()
@@ -500,7 +500,11 @@ CORRUPTIONS = {
     "task_id": (_set_item("episode_task", 1, -1), ["episode_task", "range"]),
     "level_id": (_set_item("episode_level", 0, 7), ["episode_level", "range"]),
     "source_id": (_set_item("episode_source", 0, 2), ["episode_source", "range"]),
-    "terminal_mid": (_map_ds("terminals", _mid_episode_terminal), ["terminals", "not the last"]),
+    "terminal_mid": (_map_ds("terminals", _mid_episode_flag), ["terminals", "not the last"]),
+    "truncation_mid": (
+        _map_ds("truncations", _mid_episode_flag),
+        ["truncations", "not the last"],
+    ),
     "duplicate_instruction": (
         _map_ds("instructions", lambda a, f: np.array([a[0]] * len(a), dtype=object)),
         ["instructions", "duplicate"],

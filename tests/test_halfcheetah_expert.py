@@ -15,12 +15,14 @@ from imaginebench.envs.halfcheetah.expert import (
     MANIFEST,
     SKILLS,
     WEIGHTS_DIR,
+    JUMP_HEIGHT_WEIGHT,
     HalfCheetahExpert,
     SkillEnv,
     load_actor,
     save_actor,
     skill_for,
 )
+from imaginebench.envs.halfcheetah.physics import DT, ROOTZ, clearance, set_state
 from imaginebench.envs.halfcheetah.tasks import Jump, JumpInPlace, Run, Shuttle
 from imaginebench.modules.online_sac import OnlineSACConfig, make_agent
 
@@ -62,6 +64,15 @@ def test_jump_skill_rewards_height_only_in_flight():
     for _ in range(30):  # settle on the floor with zero torques
         _, reward = env.step(np.zeros(6, dtype=np.float32))
     assert abs(reward) < 0.5  # no height reward standing still
+    # Lifted 1 m and let go: the reward is the height weight times the lowest point's clearance
+    # (x drifts ~1e-3 m while falling, which the in-place term charges at 1 per m / DT).
+    lifted = env.sim.data.qpos.copy()
+    lifted[ROOTZ] += 1.0
+    set_state(env.sim.model, env.sim.data, np.concatenate([[0.0], lifted[1:], np.zeros(9)]))
+    state, reward = env.step(np.zeros(6, dtype=np.float32))
+    height = float(clearance(state))
+    assert height > 0.8
+    assert reward == pytest.approx(JUMP_HEIGHT_WEIGHT * height - abs(float(state[0])) / DT)
 
 
 def test_actor_round_trip_is_exact_up_to_float16(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from imaginebench.callbacks.evaluation import wilson_interval
 from imaginebench.datamodules import RealImaginaryDataModule
 from imaginebench.modules.offline import DiscreteCQL
 from imaginebench.train_cli import run
@@ -156,8 +157,8 @@ def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_paths):
     payload = json.loads(results[-1].read_text())
     assert set(payload["levels"]) == {"train", "rephrase", "easy", "hard"}
     for level in payload["levels"].values():
-        lo, hi = level["ci95"]
-        assert level["episodes"] == 3 and lo <= level["success"] <= hi
+        assert level["episodes"] == 3 and level["success"] == level["successes"] / 3
+        assert tuple(level["ci95"]) == wilson_interval(level["successes"], 3)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
