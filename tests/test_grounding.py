@@ -196,6 +196,8 @@ def test_actions_in_words_take_a_position_per_word_and_their_loss_falls(real_pat
     # measured: 3.72 -> 3.54 (the tiny random LM's word embeddings carry no meaning)
     assert after["action_ce"] < before["action_ce"] - 0.1, (before, after)
     assert after["action_accuracy"] > before["action_accuracy"]
+    words = after["action_ce_word0"] + after["action_ce_word1"]  # colour, then direction
+    assert words == pytest.approx(after["action_ce"], rel=1e-5)
 
 
 def _action_terms(module, dm):

@@ -255,7 +255,9 @@ class GroundedLM(nn.Module):
         words = self.action_words
         if not mask.any():
             zero = h.sum() * 0.0
-            return {"action_ce": zero, "action_accuracy": zero.detach()}
+            return {"action_ce": zero, "action_accuracy": zero.detach()} | {
+                f"action_ce_word{k}": zero.detach() for k in range(words.count)
+            }
         position, action = word[mask], actions[mask]
         table = self.lm.get_output_embeddings().weight
         logits = words.all_logits(table, h[mask], position)
@@ -263,9 +265,13 @@ class GroundedLM(nn.Module):
         per_word = F.cross_entropy(logits, target, reduction="none")
         # Row-major masking keeps an action's words consecutive: (actions, words per action).
         per_action = per_word.view(-1, words.count)
+        out = {"action_ce": per_action.sum(-1).mean()}
         with torch.no_grad():
-            hit = (logits.argmax(-1) == target).view(-1, words.count).all(-1).float()
-        return {"action_ce": per_action.sum(-1).mean(), "action_accuracy": hit.mean()}
+            right = (logits.argmax(-1) == target).view(-1, words.count)
+            out["action_accuracy"] = right.all(-1).float().mean()
+            for k in range(words.count):  # which word is hard to learn (e.g. colour vs direction)
+                out[f"action_ce_word{k}"] = per_action[:, k].mean().detach()
+        return out
 
     def _state_losses(
         self, h: Tensor, batch: dict[str, Tensor], state_mask: Tensor
