@@ -153,9 +153,10 @@ def test_without_sizes_or_data_module_the_error_says_what_to_pass(real_path):
 def test_the_issue_snippet_returns_the_scores_per_level(tmp_path, real_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("IMAGINEBENCH_CACHE", str(tmp_path / "cache"))
-    first = _trainer(2, SuccessRateEvaluation(every_n_steps=0))
-    first.fit(DiscreteCQL(hidden=[16]), datamodule=_dm(real_path))
-    first.save_checkpoint("runs/cql_clevr/checkpoints/last.ckpt")
+    first, data = _trainer(2, SuccessRateEvaluation(every_n_steps=0)), _dm(real_path)
+    sizes = {"state_dim": data.state_dim, "action_spec": data.action_spec}
+    first.fit(DiscreteCQL(hidden=[16], **sizes), datamodule=data)
+    first.save_checkpoint("runs/cql_clevr/checkpoints/last.ckpt")  # where the snippet looks
 
     # issue 25's snippet, with a short budget (8 instead of 1000 episodes, 2 instead of 50)
     model = DiscreteCQL.load_from_checkpoint("runs/cql_clevr/checkpoints/last.ckpt")
