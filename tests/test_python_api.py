@@ -164,7 +164,9 @@ def test_the_issue_snippet_returns_the_scores_per_level(tmp_path, real_path, mon
         domain="clevr", collect={"episodes": 8, "seed": 0, "epsilon": 0.2, "paraphrases": 2}
     )
     trainer = L.Trainer(
-        accelerator="cpu", logger=False, callbacks=[SuccessRateEvaluation(test_episodes_per_level=2)]
+        accelerator="cpu",
+        logger=False,
+        callbacks=[SuccessRateEvaluation(test_episodes_per_level=2)],
     )
     returned = trainer.test(model, datamodule=dm)
 
