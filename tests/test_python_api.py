@@ -175,6 +175,7 @@ def test_the_issue_snippet_returns_the_scores_per_level(tmp_path, real_path, mon
     for level in LEVELS:
         assert returned[0][f"test/{level}/success"] == saved["levels"][level]["success"]
     assert saved["data"]["collect"] == str(dm.collect)  # the dict became a CollectConfig
+    assert returned[0]["step"] == saved["global_step"] == 2  # the checkpoint's, not 0
 
 
 def python_blocks(markdown: str) -> list[str]:

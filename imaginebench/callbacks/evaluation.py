@@ -303,12 +303,16 @@ def _return_from_loop(trainer: L.Trainer, module: Any, metrics: dict[str, float]
 
 def trained_steps(trainer: L.Trainer) -> int:
     """The training steps behind the evaluated weights: ``trainer.global_step`` while fitting,
-    the checkpoint's step under ``validate``/``test --ckpt_path`` (which do not restore it)."""
-    if trainer.state.fn != TrainerFn.FITTING and trainer.ckpt_path:
+    the checkpoint's step under ``validate``/``test --ckpt_path`` (which do not restore it), and
+    that of a module made by ``load_from_checkpoint`` that this trainer has not trained."""
+    if trainer.state.fn == TrainerFn.FITTING:
+        return trainer.global_step
+    if trainer.ckpt_path:
         # mmap: the tensors are not read, only the small pickled header
         checkpoint = torch.load(trainer.ckpt_path, map_location="cpu", weights_only=True, mmap=True)
         return int(checkpoint["global_step"])
-    return trainer.global_step
+    loaded = getattr(trainer.lightning_module, "checkpoint_step", None)
+    return trainer.global_step or loaded or 0
 
 
 def _data_config(trainer: L.Trainer) -> dict[str, Any]:

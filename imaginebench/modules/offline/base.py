@@ -172,6 +172,7 @@ class OfflineRLModule(L.LightningModule):
         # at the start of training, after any checkpoint is restored).
         self.data_to_bank = torch.zeros(0, dtype=torch.long)
         self.train_embeddings = torch.zeros(0, 0)
+        self.checkpoint_step: int | None = None  # global_step of the checkpoint loaded, if any
         self.log_now = True  # True on steps whose diagnostics get logged
         self.direct_updates = False  # see plain_optimisation (set when training starts)
 
@@ -250,6 +251,11 @@ class OfflineRLModule(L.LightningModule):
             table = self.bank(self.data_to_bank.to(self.device))
             self.instruction_mean.copy_(table.mean(0))
             self.instruction_std.copy_(table.std(0).clamp_min(1e-4))
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Remember the checkpoint's training step (``load_from_checkpoint`` does not restore
+        ``global_step``; the evaluation reports it as the weights' step)."""
+        self.checkpoint_step = int(checkpoint.get("global_step", 0))
 
     def normalize(self, state: Tensor) -> Tensor:
         return (state - self.state_mean) / self.state_std
