@@ -5,6 +5,7 @@ from imaginebench.callbacks.evaluation import (
     LevelResult,
     SuccessRateEvaluation,
     evaluate_level,
+    level_metrics,
     wilson_interval,
 )
 from imaginebench.callbacks.progress import (
@@ -21,6 +22,7 @@ __all__ = [
     "UpdateRichProgressBar",
     "UpdateTQDMProgressBar",
     "evaluate_level",
+    "level_metrics",
     "update_progress_bar",
     "wilson_interval",
 ]

@@ -99,6 +99,25 @@ def evaluate_level(
     )
 
 
+def level_metrics(
+    results: Sequence[LevelResult], prefix: str, details: bool = True
+) -> dict[str, float]:
+    """``<prefix>/<level>/success`` per level; with ``details`` also ``/success_ci_low`` and
+    ``/success_ci_high`` (95 % Wilson interval), ``/return`` and ``/length``, plus
+    ``<prefix>/mean_success`` over the levels."""
+    metrics = {}
+    for r in results:
+        metrics[f"{prefix}/{r.level}/success"] = r.success
+        if details:
+            metrics[f"{prefix}/{r.level}/success_ci_low"] = r.ci95[0]
+            metrics[f"{prefix}/{r.level}/success_ci_high"] = r.ci95[1]
+            metrics[f"{prefix}/{r.level}/return"] = r.mean_return
+            metrics[f"{prefix}/{r.level}/length"] = r.mean_length
+    if details and results:
+        metrics[f"{prefix}/mean_success"] = float(np.mean([r.success for r in results]))
+    return metrics
+
+
 def format_table(results: Sequence[LevelResult]) -> str:
     rows = [
         "| level | success | 95% CI | episodes | return | length |",
@@ -115,6 +134,10 @@ def format_table(results: Sequence[LevelResult]) -> str:
 class SuccessRateEvaluation(L.Callback):
     """Evaluate the policy in the simulator during training and on ``trainer.test``.
 
+    ``trainer.test`` returns (and the loggers get) :func:`level_metrics` with prefix ``test``:
+    ``trainer.test(model, datamodule=dm)[0]["test/hard/success"]``; ``trainer.validate``
+    returns ``val/<level>/success``.
+
     Args:
         every_n_steps: evaluate after every this many training steps (0 disables).
         episodes_per_level: episodes per level during training.
@@ -122,7 +145,7 @@ class SuccessRateEvaluation(L.Callback):
         seed: seed of the fixed evaluation set (the same for every algorithm and run).
         test_episodes_per_level: episodes per level for ``trainer.test`` (the final score).
         results_file: file name of the test results, written to the logger's directory (or
-            the working directory without a logger); an absolute path is used as is.
+            ``trainer.default_root_dir`` without one); an absolute path is used as is.
         test_after_fit: run the test evaluation at the end of ``fit`` as well.
         max_episode_steps: time limit override (default: the environment's own).
     """
@@ -175,20 +198,23 @@ class SuccessRateEvaluation(L.Callback):
         self._next_eval = (trainer.global_step // every + 1) * every
 
     def _run_and_log(
-        self, trainer: L.Trainer, module: Any, episodes: int, prefix: str, details: bool
+        self,
+        trainer: L.Trainer,
+        module: Any,
+        episodes: int,
+        prefix: str,
+        details: bool,
+        to_loggers: bool = True,
     ) -> list[LevelResult]:
-        """Evaluate every level, keep the results and log ``<prefix>/<level>/success`` (plus
-        ``/return`` and ``/length`` with ``details``)."""
+        """Evaluate every level and keep the results; with ``to_loggers``, write
+        :func:`level_metrics` to the loggers at the step of the evaluated weights (inside
+        ``validate``/``test``, :func:`_return_from_loop` has the loop write them instead)."""
         results = self.run(trainer, module, episodes)
         self.last_results = results
-        metrics = {}
-        for r in results:
-            metrics[f"{prefix}/{r.level}/success"] = r.success
-            if details:
-                metrics[f"{prefix}/{r.level}/return"] = r.mean_return
-                metrics[f"{prefix}/{r.level}/length"] = r.mean_length
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trained_steps(trainer))
+        if to_loggers:
+            metrics = level_metrics(results, prefix, details)
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=trained_steps(trainer))
         return results
 
     def _print_table(self, trainer: L.Trainer, module: Any, results: list[LevelResult]) -> None:
@@ -207,29 +233,40 @@ class SuccessRateEvaluation(L.Callback):
     # -- trainer.validate: a quick look with the training-time episode count --------------------
     def on_validation_epoch_end(self, trainer: L.Trainer, module: Any) -> None:
         if trainer.state.fn == TrainerFn.VALIDATING:  # not fit's sanity check
-            self._validate(trainer, module)
+            results = _on_every_rank(trainer, self._validate(trainer, module))
+            _return_from_loop(trainer, module, level_metrics(results, "val", False))
 
     @rank_zero_only
-    def _validate(self, trainer: L.Trainer, module: Any) -> None:
-        results = self._run_and_log(trainer, module, self.episodes_per_level, "val", False)
+    def _validate(self, trainer: L.Trainer, module: Any) -> list[LevelResult]:
+        episodes = self.episodes_per_level
+        results = self._run_and_log(trainer, module, episodes, "val", False, to_loggers=False)
         self._print_table(trainer, module, results)
+        return results
 
     # -- final score ------------------------------------------------------------------------------
     def on_test_epoch_end(self, trainer: L.Trainer, module: Any) -> None:
-        self._final(trainer, module, "test", trainer.log_dir)
+        log_dir = trainer.log_dir  # a collective under DDP: every rank asks
+        results = _on_every_rank(trainer, self._final(trainer, module, log_dir, to_loggers=False))
+        _return_from_loop(trainer, module, level_metrics(results, "test"))
 
     def on_fit_end(self, trainer: L.Trainer, module: Any) -> None:
         if self.test_after_fit:
             # trainer.log_dir is a collective under DDP: every rank asks, rank 0 evaluates.
-            self._final(trainer, module, "test", trainer.log_dir)
+            self._final(trainer, module, trainer.log_dir)
 
     @rank_zero_only
-    def _final(self, trainer: L.Trainer, module: Any, prefix: str, log_dir: str | None) -> None:
-        results = self._run_and_log(trainer, module, self.test_episodes_per_level, prefix, False)
+    def _final(
+        self, trainer: L.Trainer, module: Any, log_dir: str | None, to_loggers: bool = True
+    ) -> list[LevelResult]:
+        """Score every level with ``test_episodes_per_level`` episodes, log the metrics, write
+        ``results.json`` (into ``log_dir``, else ``trainer.default_root_dir``) and print the
+        table and the file's absolute path."""
+        episodes = self.test_episodes_per_level
+        results = self._run_and_log(trainer, module, episodes, "test", True, to_loggers)
         path = Path(self.results_file)
         if not path.is_absolute():
-            base = Path(log_dir) if log_dir else Path.cwd()
-            path = base / path
+            path = Path(log_dir or trainer.default_root_dir) / path
+        path = path.resolve()
         payload = {
             "levels": {r.level: asdict(r) for r in results},
             "seed": self.seed,
@@ -245,16 +282,37 @@ class SuccessRateEvaluation(L.Callback):
         write_text_atomically(path, json.dumps(payload, indent=2, default=str))
         self._print_table(trainer, module, results)
         print(f"results written to {path}")
+        return results
+
+
+def _on_every_rank(trainer: L.Trainer, results: list[LevelResult] | None) -> list[LevelResult]:
+    """Rank 0's results (the other ranks get ``None`` from a ``rank_zero_only`` call) on every
+    rank, so that each returns the same metrics."""
+    return trainer.strategy.broadcast(results, src=0)
+
+
+def _return_from_loop(trainer: L.Trainer, module: Any, metrics: dict[str, float]) -> None:
+    """Hand ``metrics`` to the running ``validate``/``test`` loop, which returns them, keeps
+    them in ``trainer.callback_metrics`` and writes them to the loggers, at the step of the
+    evaluated weights (Lightning takes a metric named ``step`` as the loggers' x-axis; the
+    loop returns it too). The values are the same on every rank (``sync_dist`` only averages
+    identical numbers)."""
+    step = {"step": float(trained_steps(trainer))}
+    module.log_dict({**metrics, **step}, sync_dist=True, batch_size=1)
 
 
 def trained_steps(trainer: L.Trainer) -> int:
     """The training steps behind the evaluated weights: ``trainer.global_step`` while fitting,
-    the checkpoint's step under ``validate``/``test --ckpt_path`` (which do not restore it)."""
-    if trainer.state.fn != TrainerFn.FITTING and trainer.ckpt_path:
+    the checkpoint's step under ``validate``/``test --ckpt_path`` (which do not restore it), and
+    that of a module made by ``load_from_checkpoint`` that this trainer has not trained."""
+    if trainer.state.fn == TrainerFn.FITTING:
+        return trainer.global_step
+    if trainer.ckpt_path:
         # mmap: the tensors are not read, only the small pickled header
         checkpoint = torch.load(trainer.ckpt_path, map_location="cpu", weights_only=True, mmap=True)
         return int(checkpoint["global_step"])
-    return trainer.global_step
+    loaded = getattr(trainer.lightning_module, "checkpoint_step", None)
+    return trainer.global_step or loaded or 0
 
 
 def _data_config(trainer: L.Trainer) -> dict[str, Any]:

@@ -11,14 +11,16 @@ held out together).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from imaginebench.config import as_config
 from imaginebench.data.format import RolloutDataset, load_dataset
 from imaginebench.datamodules.real_imaginary import (
     CollectConfig,
@@ -44,7 +46,8 @@ class GroundingDataModule(L.LightningDataModule):
         domain: environment domain.
         real: path of the real dataset (collected there if missing and ``collect`` is set;
             with ``real=None`` into the cache, named after ``collect``).
-        collect: how to collect missing real data.
+        collect: how to collect missing real data, a :class:`CollectConfig` or a dict of its
+            fields.
         cache_dir: where collected data goes.
         task_weights: sampling weight of each grounding task (``generation``, ``dynamics``,
             ``explanation``, ``final_state``); 0 disables a task.
@@ -58,7 +61,7 @@ class GroundingDataModule(L.LightningDataModule):
         self,
         domain: str = "clevr",
         real: str | None = None,
-        collect: CollectConfig | None = None,
+        collect: CollectConfig | Mapping[str, Any] | None = None,
         cache_dir: str | None = None,
         task_weights: dict[str, float] | None = None,
         batch_size: int = 16,
@@ -67,7 +70,8 @@ class GroundingDataModule(L.LightningDataModule):
         val_batches: int = 4,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        collect = as_config(collect, CollectConfig, "collect")
+        self.save_hyperparameters()  # after the conversion: records the CollectConfig
         get_domain(domain)
         weights = dict(DEFAULT_TASK_WEIGHTS if task_weights is None else task_weights)
         unknown = set(weights) - set(TASK_KINDS)

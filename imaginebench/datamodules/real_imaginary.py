@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -13,6 +14,7 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor
 
+from imaginebench.config import as_config
 from imaginebench.data.atomic import file_lock
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
@@ -30,9 +32,13 @@ def default_cache_dir() -> Path:
 
 
 def real_dataset_path(
-    domain: str, real: str | None, collect: CollectConfig | None, cache_dir: Path
+    domain: str,
+    real: str | None,
+    collect: CollectConfig | Mapping[str, Any] | None,
+    cache_dir: Path,
 ) -> Path:
     """``real`` if given, else the cache file named after the collection config."""
+    collect = as_config(collect, CollectConfig, "collect")
     if real:
         return resolve_data_path(real)
     if collect is None:
@@ -40,13 +46,16 @@ def real_dataset_path(
     return cache_dir / collect.filename(domain)
 
 
-def ensure_real_dataset(domain: str, path: Path, collect: CollectConfig | None) -> None:
+def ensure_real_dataset(
+    domain: str, path: Path, collect: CollectConfig | Mapping[str, Any] | None
+) -> None:
     """Collect the real dataset at ``path`` with the expert if the file is missing.
 
     Runs started together on an empty cache collect it once: the others wait on a lock file
     beside it (``.<name>.lock``) and then find the file."""
     if path.exists():
         return
+    collect = as_config(collect, CollectConfig, "collect")
     if collect is None:
         raise FileNotFoundError(f"real dataset {path} does not exist and data.collect is unset")
     from imaginebench.data.collect import collect as run_collection
@@ -182,7 +191,8 @@ class RealImaginaryDataModule(L.LightningDataModule):
             ``"pool"`` to sample uniformly over all transitions (the original benchmark).
         batch_size: transitions per batch and per process.
         seed: seed of the sampling stream (each rank takes a different slice).
-        collect: how to collect missing real data (None: raise instead).
+        collect: how to collect missing real data, a :class:`CollectConfig` or a dict of its
+            fields (None: raise instead).
         cache_dir: where collected data goes (default ``$IMAGINEBENCH_CACHE`` or
             ``~/.cache/imaginebench``).
         state_margin: tolerance around the environment's state bounds for imaginary data.
@@ -205,14 +215,15 @@ class RealImaginaryDataModule(L.LightningDataModule):
         ratio: float | Literal["pool"] = 0.5,
         batch_size: int = 256,
         seed: int = 0,
-        collect: CollectConfig | None = None,
+        collect: CollectConfig | Mapping[str, Any] | None = None,
         cache_dir: str | None = None,
         state_margin: float = 0.05,
         updates_per_batch: int = 8,
         imaginary_optional: bool = False,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        collect = as_config(collect, CollectConfig, "collect")
+        self.save_hyperparameters()  # after the conversion: records the CollectConfig
         get_domain(domain)
         if ratio != "pool" and not (isinstance(ratio, (int, float)) and 0.0 <= ratio <= 1.0):
             raise ValueError(f"ratio must be in [0, 1] or 'pool', got {ratio!r}")

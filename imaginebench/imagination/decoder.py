@@ -21,6 +21,7 @@ imagined state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -29,6 +30,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from imaginebench.config import as_config
 from imaginebench.data.dataset import Episode
 from imaginebench.envs.base import EpisodeSpec
 from imaginebench.modules.grounding.sequences import to_device
@@ -130,7 +132,7 @@ class Imaginer:
 
     Args:
         module: the fine-tuned grounding module (its model, tokenizer and prompts).
-        decoding: decoding settings.
+        decoding: decoding settings (:class:`DecodingConfig` or a dict of its fields).
         seed: seed of sampled decoding.
         integer_states: round every predicted state to integers before it is stored and fed
             back (grid domains such as BabyAI, whose states are cell coordinates and indices).
@@ -141,17 +143,17 @@ class Imaginer:
     def __init__(
         self,
         module: Any,
-        decoding: DecodingConfig | None = None,
+        decoding: DecodingConfig | Mapping[str, Any] | None = None,
         seed: int = 0,
         integer_states: bool = False,
         legal: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
+        self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
         self.module = module
         self.integer_states = integer_states
         self.legal = legal
         self.model = module.model
         self.builder = module.builder
-        self.decoding = decoding or DecodingConfig()
         self.generator = torch.Generator().manual_seed(seed)
         spec = module.action_spec
         self.discrete = spec["type"] == "discrete"

@@ -23,11 +23,13 @@ The counts of rollouts each step removed go into the dataset's provenance and qu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
+from imaginebench.config import as_config
 from imaginebench.imagination.decoder import ImaginedRollout
 
 
@@ -87,10 +89,13 @@ def real_horizon(
 
 
 def select(
-    candidates: Sequence[ImaginedRollout], best_of: int, config: FilterConfig
+    candidates: Sequence[ImaginedRollout],
+    best_of: int,
+    config: FilterConfig | Mapping[str, Any],
 ) -> tuple[list[ImaginedRollout], FilterCounts]:
     """Keep at most one rollout per group of ``best_of`` consecutive candidates (one episode):
     the most likely one that is finite, legal (if required) and successful (if required)."""
+    config = as_config(config, FilterConfig, "config")
     if len(candidates) % best_of:
         raise ValueError(f"{len(candidates)} candidates are not groups of {best_of}")
     counts = FilterCounts(candidates=len(candidates))

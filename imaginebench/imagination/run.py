@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from imaginebench.config import as_config
 from imaginebench.data.atomic import check_output_path, write_text_atomically
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
@@ -38,8 +41,8 @@ def imagine_level(
     rollouts: int = 1000,
     seed: int = 0,
     horizon: int | None = None,
-    decoding: DecodingConfig | None = None,
-    filters: FilterConfig | None = None,
+    decoding: DecodingConfig | Mapping[str, Any] | None = None,
+    filters: FilterConfig | Mapping[str, Any] | None = None,
     overwrite: bool = False,
     progress: bool = True,
 ) -> tuple[RolloutDataset, QualityReport]:
@@ -54,7 +57,7 @@ def imagine_level(
         rollouts: number of imagined episodes.
         seed: seed of the episode draw (initial states, tasks, wordings) and of sampling.
         horizon: maximum steps per rollout (default: the level's episode limit).
-        decoding: decoding settings.
+        decoding: decoding settings (:class:`DecodingConfig` or a dict of its fields).
         filters: the filter steps (:mod:`~imaginebench.imagination.filters`; default none);
             how many rollouts each removed goes into the provenance and the quality report.
         overwrite: replace an existing output file.
@@ -63,8 +66,8 @@ def imagine_level(
     from imaginebench.modules.grounding import GroundingModule
 
     level = check_level(level)
-    decoding = decoding or DecodingConfig()
-    filters = filters or FilterConfig()
+    decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
+    filters = as_config(filters, FilterConfig, "filters") or FilterConfig()
     if filters.best_of > 1 and decoding.strategy != "sample":
         raise ValueError(
             f"filters.best_of={filters.best_of} ranks sampled candidates: set "

@@ -12,14 +12,15 @@ instruction input is a constant zero vector projected to one feature (``instruct
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from imaginebench.config import as_config
 from imaginebench.modules.offline.sac import SAC
 
 
@@ -79,9 +80,12 @@ class ReplayBuffer:
         }
 
 
-def make_agent(state_dim: int, action_dim: int, config: OnlineSACConfig) -> SAC:
+def make_agent(
+    state_dim: int, action_dim: int, config: OnlineSACConfig | Mapping[str, Any]
+) -> SAC:
     """A :class:`SAC` module for one task: no state normalisation, one constant instruction
     feature."""
+    config = as_config(config, OnlineSACConfig, "config")
     return SAC(
         state_dim,
         {"type": "continuous", "shape": [action_dim], "low": -1.0, "high": 1.0},
@@ -100,7 +104,7 @@ def make_agent(state_dim: int, action_dim: int, config: OnlineSACConfig) -> SAC:
 
 def train_online_sac(
     env: OnlineEnv,
-    config: OnlineSACConfig,
+    config: OnlineSACConfig | Mapping[str, Any],
     progress: bool = True,
     on_episode: Callable[[int, float], None] | None = None,
 ) -> tuple[SAC, list[float]]:
@@ -108,6 +112,7 @@ def train_online_sac(
 
     ``on_episode(step, episode_return)`` is called after each episode (e.g. for logging).
     """
+    config = as_config(config, OnlineSACConfig, "config")
     if config.total_steps <= config.start_steps:
         raise ValueError("total_steps must exceed start_steps")
     torch.manual_seed(config.seed)

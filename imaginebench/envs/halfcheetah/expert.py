@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv as _GymHalfCheetah
 
+from imaginebench.config import as_config
 from imaginebench.data.atomic import atomic_path, write_text_atomically
 from imaginebench.data.shipped import MANIFEST, file_sha256
 from imaginebench.envs.base import Task
@@ -222,12 +223,13 @@ class HalfCheetahExpert:
 # -- training ---------------------------------------------------------------------------------
 def train_skill(
     skill: str,
-    config: OnlineSACConfig,
+    config: OnlineSACConfig | Mapping[str, Any],
     out_dir: str | Path | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> Path:
     """Train one skill by online SAC, save its actor and update the directory's manifest."""
+    config = as_config(config, OnlineSACConfig, "config")
     out = Path(out_dir) if out_dir else WEIGHTS_DIR
     start = time.perf_counter()
 

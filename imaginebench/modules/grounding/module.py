@@ -13,12 +13,14 @@ base LM from its name.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import lightning as L
 import torch
 
+from imaginebench.config import as_config
 from imaginebench.data.collect import CollectConfig
 from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.language_models import (
@@ -82,10 +84,12 @@ class GroundingModule(L.LightningModule):
         tokenizer: tokenizer directory/name (default: the LM's own).
         precision: ``float32`` or ``bfloat16`` LM weights.
         load_in_4bit: NF4-quantise the frozen LM through bitsandbytes (QLoRA; needs ``lora``).
-        lora: LoRA settings, or ``None`` for full fine-tuning.
+        lora: LoRA settings (:class:`LoraSettings` or a dict of its fields), or ``None`` for
+            full fine-tuning.
         residual_states: predict each next state as a change of the previous one.
         state_adapter_hidden: width of the two-layer state adapter (0: KALM's linear one).
-        loss_weights: weights of the state, action and token terms.
+        loss_weights: weights of the state, action and token terms (:class:`LossWeights` or a
+            dict of its fields).
         lr: learning rate of the LM's trained weights (LoRA or all).
         adapter_lr: learning rate of the numeric adapters and heads (new, randomly initialised).
         weight_decay: AdamW weight decay.
@@ -112,10 +116,10 @@ class GroundingModule(L.LightningModule):
         tokenizer: str | None = None,
         precision: Precision = "float32",
         load_in_4bit: bool = False,
-        lora: LoraSettings | None = LoraSettings(),
+        lora: LoraSettings | Mapping[str, Any] | None = LoraSettings(),
         residual_states: bool = True,
         state_adapter_hidden: int = 256,
-        loss_weights: LossWeights = LossWeights(),
+        loss_weights: LossWeights | Mapping[str, Any] = LossWeights(),
         lr: float = 2e-4,
         adapter_lr: float = 1e-3,
         weight_decay: float = 0.0,
@@ -126,7 +130,9 @@ class GroundingModule(L.LightningModule):
         lm_layers: int | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        lora = as_config(lora, LoraSettings, "lora")
+        loss_weights = as_config(loss_weights, LossWeights, "loss_weights") or LossWeights()
+        self.save_hyperparameters()  # after the conversions: records the settings classes
         if load_in_4bit and lora is None:
             raise ValueError("load_in_4bit (QLoRA) trains LoRA adapters: set lora")
         self.state_dim, self.action_spec = int(state_dim), dict(action_spec)

