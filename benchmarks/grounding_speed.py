@@ -26,9 +26,8 @@ import numpy as np
 import torch
 import yaml
 
-from imaginebench.datamodules import CollectConfig, GroundingDataModule
-from imaginebench.modules.grounding import GroundingModule, LoraSettings
-from imaginebench.modules.grounding.module import LossWeights
+from imaginebench.datamodules import GroundingDataModule
+from imaginebench.modules.grounding import GroundingModule
 
 
 def parse_setup(text: str) -> tuple[str, dict[str, Any]]:
@@ -46,14 +45,9 @@ def parse_setup(text: str) -> tuple[str, dict[str, Any]]:
 
 def build(config: dict, overrides: dict[str, Any]) -> tuple[GroundingModule, GroundingDataModule]:
     data_args = dict(config["data"]["init_args"])
-    if isinstance(data_args.get("collect"), dict):
-        data_args["collect"] = CollectConfig(**data_args["collect"])
     dm = GroundingDataModule(**data_args)
     dm.setup()
     model_args = {**config["model"]["init_args"], **overrides}
-    for key, cls in (("lora", LoraSettings), ("loss_weights", LossWeights)):
-        if isinstance(model_args.get(key), dict):
-            model_args[key] = cls(**model_args[key])
     torch.manual_seed(config.get("seed_everything", 0))
     module = GroundingModule(dm.state_dim, dm.action_spec, **model_args)
     module.dataset = dm.dataset

@@ -160,11 +160,7 @@ def _real_data_path(checkpoint: str) -> Path:
             f"{checkpoint} records no data module, so the real data's episode lengths are "
             "unknown: set horizon instead of filters.horizon_quantile"
         )
-    from imaginebench.data.collect import CollectConfig
-
     kwargs = {k: v for k, v in hparams.items() if not k.startswith("_")}  # no "_class_path"
-    if isinstance(kwargs.get("collect"), dict):  # as a config file gives it
-        kwargs["collect"] = CollectConfig(**kwargs["collect"])
     return GroundingDataModule(**kwargs).resolved_real_path()
 
 
