@@ -62,6 +62,30 @@ def _import_kalm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _relabel(args: argparse.Namespace) -> int:
+    import json
+
+    from imaginebench.data.atomic import write_text_atomically
+    from imaginebench.data.format import load_dataset, save_dataset
+    from imaginebench.data.relabel import relabel_success
+    from imaginebench.imagination.quality import quality_report
+
+    for name in args.paths:
+        path = Path(name)
+        dataset, changed = relabel_success(load_dataset(path), args.reason)
+        save_dataset(dataset, path, overwrite=True)
+        report_path = path.with_suffix(".quality.json")
+        if report_path.is_file():  # its consistency is the success flags': judge it again
+            saved = json.loads(report_path.read_text())
+            level = saved["quality"]["level"]
+            episodes = [dataset.episode(i) for i in range(len(dataset))]
+            saved["quality"] = quality_report(dataset.domain, level, episodes).to_dict()
+            saved.setdefault("provenance", {})["relabelled"] = dataset.provenance["relabelled"]
+            write_text_atomically(report_path, json.dumps(saved, indent=2) + "\n")
+        print(f"{path}: {changed} of {len(dataset)} episodes relabelled")
+    return 0
+
+
 def _manifest(args: argparse.Namespace) -> int:
     from imaginebench.data.shipped import write_manifest
 
@@ -166,6 +190,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", default=None, help="default: the package's shipped weights")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_train_expert)
+
+    p = sub.add_parser(
+        "relabel",
+        help="judge the episodes of dataset files again with the current success functions "
+        "(success, terminated/truncated; states, actions and rewards untouched), in place; "
+        "a quality report beside a file is recomputed",
+    )
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--reason", required=True, help="recorded in the provenance")
+    p.set_defaults(func=_relabel)
 
     p = sub.add_parser(
         "manifest", help="write MANIFEST.json (checksums, provenance) for a directory of datasets"

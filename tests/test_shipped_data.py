@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from imaginebench.data.format import load_dataset
+from imaginebench.data.format import load_dataset, save_dataset
 from imaginebench.data.shipped import (
     MANIFEST,
     SHIPPED_ROOT,
@@ -76,3 +76,38 @@ def test_configs_reference_shipped_files_that_exist():
         for path in paths:
             if str(path).startswith("shipped:"):
                 assert resolve_data_path(path).is_file(), (config, path)
+
+
+def test_relabel_judges_episodes_again_and_records_it(tmp_path, capsys):
+    """A stale success flag (the task's judge changed) is recomputed from the states; states,
+    actions and rewards stay; the relabelling is in the provenance and the regeneration command."""
+    import dataclasses
+
+    from imaginebench.cli import main
+    from imaginebench.data.dataset import RolloutDataset
+
+    source = load_dataset(resolve_data_path("shipped:clevr/imaginary_easy.h5"))
+    episodes = [source.episode(i) for i in range(6)]
+    wrong = [
+        dataclasses.replace(e, success=not e.success, terminated=not e.success, truncated=e.success)
+        for e in episodes[:2]
+    ]
+    stale = RolloutDataset.from_episodes(
+        wrong + episodes[2:],
+        domain="clevr",
+        action_spec=source.action_spec,
+        provenance=source.provenance,
+    )
+    path = tmp_path / "imaginary_easy.h5"
+    save_dataset(stale, path)
+    assert main(["relabel", str(path), "--reason", "judge changed"]) == 0
+    assert "2 of 6 episodes relabelled" in capsys.readouterr().out
+    fixed = load_dataset(path)
+    for i, ep in enumerate(episodes):
+        again = fixed.episode(i)
+        assert again.success == ep.success and again.terminated == ep.terminated
+        np.testing.assert_array_equal(again.states, ep.states)
+        np.testing.assert_array_equal(again.rewards, ep.rewards)
+    assert fixed.provenance["relabelled"][-1]["changed_episodes"] == 2
+    manifest = write_manifest(tmp_path)
+    assert "imaginebench relabel" in manifest["files"][path.name]["command"]

@@ -39,12 +39,16 @@ def file_sha256(path: str | Path) -> str:
 
 def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> str:
     decoding = provenance.get("decoding", {})
-    return (
+    out = f"imaginebench/datasets/{domain}/{name}"
+    command = (
         f"imaginebench imagine -c configs/imagine_{domain}.yaml --level {provenance['level']} "
         f"--rollouts {provenance['rollouts_requested']} --seed {provenance['seed']} "
         f"--decoding.strategy {decoding.get('strategy', 'greedy')} "
-        f"--out imaginebench/datasets/{domain}/{name} --overwrite true"
+        f"--out {out} --overwrite true"
     )
+    for step in provenance.get("relabelled", []):
+        command += f" && imaginebench relabel {out} --reason {json.dumps(step['reason'])}"
+    return command
 
 
 def write_manifest(directory: str | Path) -> dict[str, Any]:
