@@ -354,19 +354,19 @@ def test_lora_checkpoint_of_a_saved_lm_reloads_its_values_and_imagines_alike(rea
     dm = _datamodule(real_path)
     lora = LoraSettings(rank=4, alpha=8, dropout=0.0)
     module = GroundingModule(dm.state_dim, dm.action_spec, lm=str(tmp_path / "lm"), lora=lora)
-    trainer = _trainer(3)
-    trainer.fit(module, dm)
-    trainer.save_checkpoint(tmp_path / "g.ckpt")
-    saved = torch.load(tmp_path / "g.ckpt", weights_only=False)["state_dict"]
+    ckpt = _fitted_checkpoint(tmp_path, dm, module)
+    saved = torch.load(ckpt, weights_only=False)["state_dict"]
     assert len(saved) < len(module.state_dict())  # the frozen LM weights are not saved
-    restored = GroundingModule.load_from_checkpoint(tmp_path / "g.ckpt")
+    restored = GroundingModule.load_from_checkpoint(ckpt)
     ours, theirs = module.state_dict(), restored.state_dict()
     assert ours.keys() == theirs.keys()
     for key, value in ours.items():
         assert torch.equal(theirs[key], value), key
     specs = get_domain("clevr").make_suite().episodes("rephrase", 4, seed=0, split="data")
-    runs = [Imaginer(m, DecodingConfig(batch_size=4)).imagine(specs, horizon=5)
-            for m in (module, restored)]
+    runs = [
+        Imaginer(m, DecodingConfig(batch_size=4)).imagine(specs, horizon=5)
+        for m in (module, restored)
+    ]
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a.actions, b.actions)
         np.testing.assert_array_equal(a.states, b.states)
@@ -443,12 +443,7 @@ def test_decoding_stops_at_success(real_path):
 def test_imagine_command_writes_a_valid_dataset_and_report(real_path, tmp_path, capsys):
     from imaginebench.cli import main
 
-    dm = _datamodule(real_path)
-    module = _tiny(dm)
-    trainer = _trainer(5)
-    trainer.fit(module, dm)
-    ckpt = tmp_path / "g.ckpt"
-    trainer.save_checkpoint(ckpt)
+    ckpt = _fitted_checkpoint(tmp_path, _datamodule(real_path), steps=5)
     out = tmp_path / "imagined_{level}.h5"
     args = [
         "imagine",
@@ -564,12 +559,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
 def test_imagine_command_applies_filters_and_reports_what_they_removed(real_path, tmp_path, capsys):
     from imaginebench.cli import main
 
-    dm = _datamodule(real_path)
-    module = _tiny(dm)
-    trainer = _trainer(3)
-    trainer.fit(module, dm)
-    ckpt = tmp_path / "g.ckpt"
-    trainer.save_checkpoint(ckpt)
+    ckpt = _fitted_checkpoint(tmp_path, _datamodule(real_path), steps=3)
     base = [
         "imagine",
         "--checkpoint",
@@ -729,14 +719,21 @@ def _real_datamodule(tmp_path, domain, episodes, batch_size=8):
     return GroundingDataModule(real=str(real), domain=domain, batch_size=batch_size, seed=0)
 
 
+def _fitted_checkpoint(tmp_path, dm, module=None, steps=3):
+    """Fit ``module`` (default: a tiny one) ``steps`` steps on ``dm``; its checkpoint's path."""
+    module = module or _tiny(dm)
+    trainer = _trainer(steps)
+    trainer.fit(module, dm)
+    ckpt = tmp_path / "g.ckpt"
+    trainer.save_checkpoint(ckpt)
+    return ckpt
+
+
 def _imagine_after_fit(tmp_path, dm, module, rollouts, horizon):
     """Fit ``module`` 3 steps, checkpoint it and imagine ``hard`` rollouts from the checkpoint."""
     from imaginebench.imagination.run import imagine_level
 
-    trainer = _trainer(3)
-    trainer.fit(module, dm)
-    ckpt = tmp_path / "g.ckpt"
-    trainer.save_checkpoint(ckpt)
+    ckpt = _fitted_checkpoint(tmp_path, dm, module)
     path = str(tmp_path / "im_{level}.h5")
     return imagine_level(
         "hard",

@@ -136,24 +136,25 @@ class SequenceBuilder:
         item.base += [None] * n
         item.word += [0] * n
 
-    def _state(self, item: Item, state: np.ndarray, supervised: bool, base: Any = None) -> None:
+    def _slot(
+        self, item: Item, kind: int, target: int, state: Any, action: Any, base: Any, word: int
+    ) -> None:
         item.tokens.append(self.pad)
-        item.kind.append(STATE)
-        item.target.append(STATE_TARGET if supervised else NONE)
+        item.kind.append(kind)
+        item.target.append(target)
         item.state.append(state)
-        item.action.append(None)
+        item.action.append(action)
         item.base.append(base)
-        item.word.append(0)
+        item.word.append(word)
+
+    def _state(self, item: Item, state: np.ndarray, supervised: bool, base: Any = None) -> None:
+        target = STATE_TARGET if supervised else NONE
+        self._slot(item, STATE, target, state, None, base, 0)
 
     def _action(self, item: Item, action: Any, supervised: bool) -> None:
+        target = ACTION_TARGET if supervised else NONE
         for word in range(self.words_per_action):
-            item.tokens.append(self.pad)
-            item.kind.append(ACTION)
-            item.target.append(ACTION_TARGET if supervised else NONE)
-            item.state.append(None)
-            item.action.append(action)
-            item.base.append(None)
-            item.word.append(word)
+            self._slot(item, ACTION, target, None, action, None, word)
 
     def _trajectory(
         self, item: Item, states: np.ndarray, actions: np.ndarray, supervised: bool
