@@ -62,7 +62,7 @@ def test_imaginer_takes_decoding_as_a_dict():
 
 
 def test_filters_and_online_sac_take_dicts():
-    assert select([], 1, {"require_success": True}) == select([], 1, FilterConfig())
+    assert select([], {"require_success": True}) == select([], FilterConfig())
     agent = make_agent(3, 2, {"hidden": (8,), "lr": 1e-3})
     assert agent.hidden == (8,)
 
@@ -85,7 +85,7 @@ BAD: dict[str, tuple[Callable[[Any], Any], str]] = {
         lambda v: imagine_level("easy", "none.ckpt", "out.h5", filters=v),
         "filters",
     ),
-    "select.config": (lambda v: select([], 1, v), "config"),
+    "select.config": (lambda v: select([], v), "config"),
     "train_online_sac.config": (lambda v: train_online_sac(None, v), "config"),
 }
 

@@ -536,7 +536,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         rollout(-9.0, success=False),
     ]
     config = FilterConfig(reject_illegal=True, require_success=True, best_of=3)
-    kept, counts = select(candidates, 3, config)
+    kept, counts = select(candidates, config)
     assert [r.log_likelihood for r in kept] == [-2.0]
     assert counts.to_dict() == {
         "candidates": 6,
@@ -547,7 +547,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "episodes_kept": 1,
         "episodes_dropped": 1,
     }
-    kept, counts = select(candidates, 1, FilterConfig())  # no filter: only divergence drops
+    kept, counts = select(candidates, FilterConfig())  # no filter: only divergence drops
     assert len(kept) == 5 and counts.diverged == 1
     with pytest.raises(ValueError, match="best_of"):
         FilterConfig(best_of=0)

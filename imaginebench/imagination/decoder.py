@@ -14,9 +14,9 @@ one-step action lag) and yields the same rollouts; it exists for tests and the b
 A rollout stops when its task's success function holds on the imagined states, at the
 horizon, or (with a legality rule) at its first state that breaks the domain's rules;
 finished rollouts leave the batch. Each rollout carries the LM's log-likelihood of its actions
-(summed over steps), so candidates can be ranked by the model's own belief. A module fine-tuned on windows of W transitions
-decodes W transitions per prompt, then prompts again ("Trajectory from step t:") from the last
-imagined state.
+(summed over steps), so candidates can be ranked by the model's own belief. A module
+fine-tuned on windows of W transitions decodes W transitions per prompt, then prompts again
+("Trajectory from step t:") from the last imagined state.
 """
 
 from __future__ import annotations

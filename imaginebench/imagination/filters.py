@@ -89,13 +89,13 @@ def real_horizon(
 
 
 def select(
-    candidates: Sequence[ImaginedRollout],
-    best_of: int,
-    config: FilterConfig | Mapping[str, Any],
+    candidates: Sequence[ImaginedRollout], config: FilterConfig | Mapping[str, Any]
 ) -> tuple[list[ImaginedRollout], FilterCounts]:
-    """Keep at most one rollout per group of ``best_of`` consecutive candidates (one episode):
-    the most likely one that is finite, legal (if required) and successful (if required)."""
+    """Keep at most one rollout per group of ``config.best_of`` consecutive candidates (one
+    episode): the most likely one that is finite, legal (if required) and successful (if
+    required)."""
     config = as_config(config, FilterConfig, "config")
+    best_of = config.best_of
     if len(candidates) % best_of:
         raise ValueError(f"{len(candidates)} candidates are not groups of {best_of}")
     counts = FilterCounts(candidates=len(candidates))

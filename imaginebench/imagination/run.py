@@ -112,7 +112,7 @@ def imagine_level(
     imaginer = Imaginer(module, decoding, seed, spec.integer_states, legal)
     imagined = imaginer.imagine(candidates, horizon, progress=progress)
     seconds = time.perf_counter() - started
-    kept, counts = select(imagined, filters.best_of, filters)
+    kept, counts = select(imagined, filters)
     episodes = [to_episode(r, spec.episode_rewards(r.spec.task, r.states, r.actions)) for r in kept]
     if not episodes:
         raise ValueError(f"no imagined rollout survived the filters ({counts}); nothing to write")
