@@ -373,11 +373,11 @@ def test_lora_checkpoint_of_a_saved_lm_reloads_its_values_and_imagines_alike(rea
 
 
 # -- imagination --------------------------------------------------------------------------------
-@pytest.mark.parametrize("words", [None, "clevr"])
+@pytest.mark.parametrize("words,context", [(None, 0), ("clevr", 0), ("clevr", 32)])
 @pytest.mark.parametrize("strategy", ["greedy", "sample"])
-def test_kv_cached_decoding_equals_full_reforward(real_path, strategy, words):
+def test_kv_cached_decoding_equals_full_reforward(real_path, strategy, words, context):
     dm = _datamodule(real_path)
-    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None, context_hidden=context)
     _trainer(10).fit(module, dm)
     specs = get_domain("clevr").make_suite().episodes("hard", 7, seed=0, split="data")
     runs = []
@@ -481,13 +481,17 @@ def test_imagine_command_writes_a_valid_dataset_and_report(real_path, tmp_path, 
     assert "not found" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("words", [None, "clevr"])
-def test_decoded_log_likelihood_is_the_teacher_forced_one(real_path, words):
+@pytest.mark.parametrize("words,context", [(None, 0), ("clevr", 0), ("clevr", 32), (None, 32)])
+def test_decoded_rollouts_are_what_teacher_forcing_predicts(real_path, words, context):
     """The log-likelihood the decoder records for a rollout's actions is what the model gives
-    the same rollout under teacher forcing (its action cross-entropy times its length)."""
+    the same rollout under teacher forcing (its action cross-entropy times its length), and
+    the decoded states are the teacher-forced state predictions: decoding hands the heads the
+    same context (latest state, latest complete action) as training does."""
     dm = _datamodule(real_path)
-    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None, context_hidden=context)
     _trainer(5).fit(module, dm)
+    if context:  # make the context MLP matter (its last layer starts at zero)
+        torch.nn.init.normal_(module.model.context[-1].weight, std=0.5)
     specs = get_domain("clevr").make_suite().episodes("hard", 4, seed=0, split="data")
     decoding = DecodingConfig(strategy="sample", batch_size=4)
     rollouts = Imaginer(module, decoding, seed=1).imagine(specs, horizon=5)
@@ -496,8 +500,34 @@ def test_decoded_log_likelihood_is_the_teacher_forced_one(real_path, words):
         item = module.builder.generation(r.spec.instruction, r.states, r.actions)
         batch = module.builder.collate([item])
         with torch.no_grad():
-            ce = float(module.model.losses(batch)["action_ce"])
-        assert r.log_likelihood == pytest.approx(-ce * len(r.actions), rel=1e-4, abs=1e-4)
+            terms = module.model.losses(batch)
+        assert r.log_likelihood == pytest.approx(
+            -float(terms["action_ce"]) * len(r.actions), rel=1e-4, abs=1e-4
+        )
+        assert float(terms["state_mae"]) < 1e-4
+
+
+def test_context_holds_the_latest_state_and_only_complete_actions(real_path):
+    """At each position the heads' context is the latest state slot and the latest action
+    whose last word has been read: an action being spelled never sees itself."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS, context_hidden=16)
+    states = np.arange(30, dtype=np.float32).reshape(3, 10)
+    item = module.builder.generation("push red", states, np.array([7, 21]))
+    batch = module.builder.collate([item])
+    kind, word = batch["kind"][0], batch["word"][0]
+    slots = [(int(k), int(w)) for k, w in zip(kind, word) if k != 0]
+    assert slots == [(STATE, 0), (ACTION, 0), (ACTION, 1), (STATE, 0), (ACTION, 0), (ACTION, 1),
+                     (STATE, 0)]
+    first_slot = int(torch.nonzero(kind == STATE)[0])
+    assert not batch["has_context_state"][0, :first_slot].any()
+    positions = list(range(first_slot, len(kind)))
+    seen_states = [batch["context_state"][0, p, 0].item() for p in positions]
+    assert seen_states == [0, 0, 0, 10, 10, 10, 20]
+    known_action = batch["has_context_action"][0, first_slot:].tolist()
+    assert known_action == [False, False, True, True, True, True, True]
+    actions = batch["context_action"][0, first_slot:].tolist()
+    assert actions[2:5] == [7, 7, 7] and actions[5:] == [21, 21]
 
 
 def test_legality_rule_stops_rollouts_at_their_first_illegal_state(real_path):

@@ -179,13 +179,18 @@ class Imaginer:
         bar.close()
         return out
 
-    def _act(self, seq: _Sequences) -> tuple[Tensor, Tensor, Tensor]:
+    def _act(
+        self, seq: _Sequences, state: Tensor, previous: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Choose each row's action and feed it: the actions, the new hidden state and the
-        actions' log-likelihood under the LM (zeros for continuous actions)."""
+        actions' log-likelihood under the LM (zeros for continuous actions). ``state`` is the
+        current state and ``previous`` the action before it in this prompt (the heads'
+        context)."""
         action, hidden = None, seq.last
         log_likelihood = torch.zeros(len(hidden), device=hidden.device)
         for word in range(self.model.words_per_action):
-            prediction = self.model.action_logits(hidden, word)
+            heads = self.model.with_context(hidden, state, previous)
+            prediction = self.model.action_logits(heads, word)
             choice = self._choose(prediction)
             if self.discrete:
                 log_probs = torch.log_softmax(prediction.float(), -1)
@@ -234,9 +239,11 @@ class Imaginer:
         log_likelihood = np.zeros(n)
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
+        previous: Tensor | None = None  # the last action in the current prompt
         for t in range(horizon):
-            action, hidden, step_log_likelihood = self._act(seq)
-            next_state = self.model.next_state(hidden, current)
+            action, hidden, step_log_likelihood = self._act(seq, current, previous)
+            heads = self.model.with_context(hidden, current, action)
+            next_state = self.model.next_state(heads, current)
             if self.integer_states:
                 next_state = next_state.round()
             values = next_state.cpu().numpy()
@@ -267,14 +274,17 @@ class Imaginer:
                     sorted(set(range(len(active))) - set(finished)), dtype=torch.long
                 )
                 active, next_state = active[rows], next_state[rows]
+                action = action[rows.to(action.device)]
                 if not reprompt:  # a new prompt replaces the cache anyway
                     seq.keep(rows.to(device))
             if reprompt:
                 rows_specs = [specs[i] for i in active.tolist()]
                 last = [states[i][-1] for i in active.tolist()]
                 seq = self._prompt(rows_specs, last, start + t + 1, device)
+                previous = None
             else:
                 seq.feed(self.model.embed_states(next_state))
+                previous = action
             current = next_state
         return [
             ImaginedRollout(

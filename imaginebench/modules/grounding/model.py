@@ -13,6 +13,13 @@ valid integer vector rather than a rounded regression that can land between two 
 With ``action_words`` a discrete action is spelled as words of the LM's vocabulary, one
 position per word, read and written through the LM's own embeddings
 (:mod:`~imaginebench.modules.grounding.action_words`) instead of a fresh embedding and head.
+
+With ``context_hidden`` the state and action heads also see, through a small MLP added to the
+hidden state, the numbers known at their position: the latest state and the latest complete
+action (:func:`~imaginebench.modules.grounding.sequences.context_of`). The LM has them in its
+context anyway, as single slot embeddings it must learn to route to the head; the skip hands
+them over directly, so the head can learn, e.g., where a push stops at a wall from the
+previous state's coordinates while the LM supplies what the instruction and the action mean.
 """
 
 from __future__ import annotations
@@ -38,6 +45,16 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     if mask.any():
         return values[mask].mean()
     return values.sum() * 0.0
+
+
+_CONTEXT_DOWN = 64  # width of the hidden state's projection fed to the context MLP
+
+
+def _known(flag: Tensor | None, value: Tensor | None, shape: torch.Size, like: Tensor) -> Tensor:
+    """Float ``shape`` mask: ``flag`` if given, else 1 where ``value`` exists at all."""
+    if flag is not None:
+        return flag.to(like.dtype)
+    return like.new_full(shape, 0.0 if value is None else 1.0)
 
 
 class GroundedLM(nn.Module):
@@ -69,8 +86,11 @@ class GroundedLM(nn.Module):
         state_adapter_hidden: int = 0,
         state_classes: int | None = None,
         action_words: ActionWords | None = None,
+        context_hidden: int = 0,
     ) -> None:
         super().__init__()
+        if context_hidden < 0:
+            raise ValueError(f"context_hidden must be >= 0, got {context_hidden}")
         if state_classes is not None and state_classes < 2:
             raise ValueError(f"state_classes must be >= 2 or None, got {state_classes}")
         self.lm = lm
@@ -121,6 +141,24 @@ class GroundedLM(nn.Module):
         for layer in (last_state_layer, self.action_in):
             if hasattr(layer, "weight"):
                 nn.init.normal_(layer.weight, std=token_rms)
+        self.action_features = (
+            int(action_spec["n"])
+            if self.discrete
+            else int(torch.tensor(action_spec["shape"]).prod())
+        )
+        self.context: nn.Module | None = None
+        if context_hidden > 0:
+            features = _CONTEXT_DOWN + state_dim + self.action_features + 2
+            self.context_down = nn.Linear(hidden, _CONTEXT_DOWN)
+            self.context = nn.Sequential(
+                nn.Linear(features, context_hidden),
+                nn.GELU(),
+                nn.Linear(context_hidden, context_hidden),
+                nn.GELU(),
+                nn.Linear(context_hidden, hidden),
+            )
+            nn.init.zeros_(self.context[-1].weight)  # starts as the plain hidden state
+            nn.init.zeros_(self.context[-1].bias)
         self.register_buffer("state_mean", torch.zeros(state_dim))
         self.register_buffer("state_std", torch.ones(state_dim))
 
@@ -152,6 +190,57 @@ class GroundedLM(nn.Module):
         states = self.embed_states(batch["state"])
         actions = self.embed_actions(batch["action"], batch["word"])
         return torch.where(kind == STATE, states, torch.where(kind == ACTION, actions, tokens))
+
+    def with_context(
+        self,
+        hidden: Tensor,
+        state: Tensor | None,
+        action: Tensor | None,
+        has_state: Tensor | None = None,
+        has_action: Tensor | None = None,
+    ) -> Tensor:
+        """What the state and action heads read: ``hidden`` plus the context MLP's view of the
+        latest state and complete action (``None`` or ``has_*`` False: not known yet).
+        Unchanged without ``context_hidden``."""
+        if self.context is None:
+            return hidden
+        shape = hidden.shape[:-1]
+        state_known = _known(has_state, state, shape, hidden)
+        action_known = _known(has_action, action, shape, hidden)
+        state_part = (
+            self.normalize(state) * state_known[..., None]
+            if state is not None
+            else hidden.new_zeros(*shape, self.state_dim)
+        )
+        if action is None:
+            action_part = hidden.new_zeros(*shape, self.action_features)
+        elif self.discrete:
+            action_part = F.one_hot(action.long(), self.action_features).to(hidden.dtype)
+        else:
+            action_part = action.to(hidden.dtype).flatten(len(shape))
+        features = torch.cat(
+            [
+                self.context_down(hidden),
+                state_part,
+                action_part * action_known[..., None],
+                state_known[..., None],
+                action_known[..., None],
+            ],
+            -1,
+        )
+        return hidden + self.context(features)
+
+    def batch_context(self, hidden: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """:meth:`with_context` for the positions ``[:-1]`` of a collated batch."""
+        if self.context is None:
+            return hidden
+        return self.with_context(
+            hidden,
+            batch["context_state"][:, :-1],
+            batch["context_action"][:, :-1],
+            batch["has_context_state"][:, :-1],
+            batch["has_context_action"][:, :-1],
+        )
 
     def hidden(
         self,
@@ -217,17 +306,18 @@ class GroundedLM(nn.Module):
         """Masked state MSE (standardised units), action CE/MSE and token CE of one batch."""
         hidden, _ = self.hidden(self.embed(batch), batch["attention_mask"], batch["position_ids"])
         h = hidden[:, :-1]
+        heads = self.batch_context(h, batch)  # what the state and action heads read
         target = batch["target"][:, 1:]
 
         state_mask = target == STATE_TARGET
-        out = self._state_losses(h, batch, state_mask)
+        out = self._state_losses(heads, batch, state_mask)
 
         action_mask = target == ACTION_TARGET
         actions = batch["action"][:, 1:]
         if self.action_words is not None:
-            out.update(self._word_losses(h, actions, batch["word"][:, 1:], action_mask))
+            out.update(self._word_losses(heads, actions, batch["word"][:, 1:], action_mask))
         elif self.discrete:
-            prediction = self.action_out(h)
+            prediction = self.action_out(heads)
             per_position = F.cross_entropy(
                 prediction.flatten(0, 1), actions.flatten(), reduction="none"
             ).view_as(actions)
@@ -236,7 +326,7 @@ class GroundedLM(nn.Module):
                 hit = (prediction.argmax(-1) == actions).float()
                 out["action_accuracy"] = masked_mean(hit, action_mask)
         else:
-            prediction = self.action_out(h)
+            prediction = self.action_out(heads)
             out["action_mse"] = masked_mean((prediction - actions).pow(2).mean(-1), action_mask)
 
         token_mask = target == TOKEN_TARGET

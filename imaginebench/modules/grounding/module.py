@@ -105,6 +105,9 @@ class GroundingModule(L.LightningModule):
             LM's embeddings, so words of the instruction point at the action's words.
             ``None``: a fresh action embedding and linear head.
         lm_layers: keep only the LM's first ``lm_layers`` transformer blocks (``None``: all).
+        context_hidden: width of the context MLP that hands the state and action heads the
+            latest state and complete action at their position (0: the heads read the LM's
+            hidden state alone, as in KALM); see :mod:`~imaginebench.modules.grounding.model`.
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class GroundingModule(L.LightningModule):
         window: int | None = None,
         action_words: list[list[str]] | None = None,
         lm_layers: int | None = None,
+        context_hidden: int = 0,
     ) -> None:
         super().__init__()
         lora = as_config(lora, LoraSettings, "lora")
@@ -176,6 +180,7 @@ class GroundingModule(L.LightningModule):
             state_adapter_hidden,
             state_classes,
             words,
+            context_hidden,
         )
         self.model.train()  # from_pretrained returns the LM in eval mode (LoRA dropout off)
         shape = () if discrete else tuple(self.action_spec["shape"])

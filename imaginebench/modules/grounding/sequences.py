@@ -228,7 +228,9 @@ class SequenceBuilder:
 
         Keys: ``input_ids``, ``kind``, ``target``, ``state``, ``base``, ``has_base``,
         ``action``, ``word``, ``attention_mask``, ``position_ids`` (0-based over the real positions, so
-        left and right padding give every real position the same index).
+        left and right padding give every real position the same index), and the numbers known
+        at each position (see :func:`context_of`): ``context_state``, ``has_context_state``,
+        ``context_action``, ``has_context_action``.
         """
         b, length = len(items), max(len(i) for i in items)
         discrete = self.action_shape == ()
@@ -244,6 +246,12 @@ class SequenceBuilder:
             else torch.zeros(b, length, *self.action_shape),
             "word": torch.zeros(b, length, dtype=torch.long),
             "attention_mask": torch.zeros(b, length, dtype=torch.long),
+            "context_state": torch.zeros(b, length, self.state_dim),
+            "has_context_state": torch.zeros(b, length, dtype=torch.bool),
+            "context_action": torch.zeros((b, length, *self.action_shape), dtype=torch.long)
+            if discrete
+            else torch.zeros(b, length, *self.action_shape),
+            "has_context_action": torch.zeros(b, length, dtype=torch.bool),
         }
         for row, item in enumerate(items):
             n = len(item)
@@ -262,8 +270,32 @@ class SequenceBuilder:
                 if base is not None:
                     out["base"][row, start + p] = torch.as_tensor(base)
                     out["has_base"][row, start + p] = True
+            for p, (state, action) in enumerate(context_of(item, self.words_per_action)):
+                if state is not None:
+                    out["context_state"][row, start + p] = torch.as_tensor(state)
+                    out["has_context_state"][row, start + p] = True
+                if action is not None:
+                    out["context_action"][row, start + p] = torch.as_tensor(action)
+                    out["has_context_action"][row, start + p] = True
         out["position_ids"] = (out["attention_mask"].cumsum(1) - 1).clamp_min(0)
         return out
+
+
+def context_of(item: Item, words_per_action: int) -> list[tuple[Any, Any]]:
+    """Per position, the numbers known once that position is read: the latest state slot and
+    the latest *complete* action (its last word read) at or before it, ``None`` before any.
+
+    A head reading position ``p`` may use them without leaking its target: the action whose
+    first words are being written is not complete until its last word.
+    """
+    state, action, out = None, None, []
+    for kind, value, act, word in zip(item.kind, item.state, item.action, item.word):
+        if kind == STATE:
+            state = value
+        elif kind == ACTION and word == words_per_action - 1:
+            action = act
+        out.append((state, action))
+    return out
 
 
 def _first_id(tokenizer: Any, *names: str) -> int | None:
