@@ -28,6 +28,7 @@ import yaml
 
 from imaginebench.datamodules import GroundingDataModule
 from imaginebench.modules.grounding import GroundingModule
+from imaginebench.modules.grounding.module import transition_states
 
 
 def parse_setup(text: str) -> tuple[str, dict[str, Any]]:
@@ -51,9 +52,7 @@ def build(config: dict, overrides: dict[str, Any]) -> tuple[GroundingModule, Gro
     torch.manual_seed(config.get("seed_everything", 0))
     module = GroundingModule(dm.state_dim, dm.action_spec, **model_args)
     module.dataset = dm.dataset
-    states = torch.as_tensor(dm.dataset.states)
-    module.model.state_mean.copy_(states.mean(0))
-    module.model.state_std.copy_(states.std(0).clamp_min(1e-3))
+    module.model.fit_statistics(*transition_states(dm.dataset))
     return module, dm
 
 

@@ -19,6 +19,7 @@ from imaginebench.imagination import DecodingConfig, Imaginer
 from imaginebench.imagination.quality import quality_report, replayed_success
 from imaginebench.modules.backbone import resolve_encoder_path
 from imaginebench.modules.grounding import GroundingModule, LoraSettings
+from imaginebench.modules.grounding.module import transition_states
 from imaginebench.modules.grounding.sequences import (
     ACTION,
     ACTION_TARGET,
@@ -255,10 +256,7 @@ def test_grounding_loss_decreases_on_held_out_rollouts(real_path):
     dm.setup()
     module.setup("fit")
     module.dataset = dm.dataset
-    # normalisers as fit would set them
-    states = torch.as_tensor(dm.dataset.states)
-    module.model.state_mean.copy_(states.mean(0))
-    module.model.state_std.copy_(states.std(0))
+    module.model.fit_statistics(*transition_states(dm.dataset))  # as fit sets them
     before = _validation_loss(module, dm)
     _trainer(150).fit(module, dm)
     after = _validation_loss(module, dm)
@@ -507,6 +505,25 @@ def test_decoded_rollouts_are_what_teacher_forcing_predicts(real_path, words, co
         assert float(terms["state_mae"]) < 1e-4
 
 
+def test_residual_states_are_learned_in_units_of_a_transitions_change(real_path):
+    """Changes are scaled by the real transitions' spread of change: a head output of 1 in an
+    entry moves it by that entry's spread, and the loss is zero exactly at the true change."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    dm.setup()
+    before, after = transition_states(dm.dataset)
+    module.model.fit_statistics(before, after)
+    spread = (after - before).std(0)
+    torch.testing.assert_close(module.model.change_std, spread.clamp_min(1e-3))
+    assert (spread < 0.5 * before.std(0)).all()  # pushes are small next to the table
+    hidden = torch.zeros(1, module.model.hidden_size)
+    with torch.no_grad():
+        module.model.state_out.weight.zero_()
+        module.model.state_out.bias.fill_(1.0)
+        moved = module.model.next_state(hidden, before[:1])
+    torch.testing.assert_close(moved[0], before[0] + module.model.change_std)
+
+
 def test_context_holds_the_latest_state_and_only_complete_actions(real_path):
     """At each position the heads' context is the latest state slot and the latest action
     whose last word has been read: an action being spelled never sees itself."""
@@ -530,10 +547,22 @@ def test_context_holds_the_latest_state_and_only_complete_actions(real_path):
     assert actions[2:5] == [7, 7, 7] and actions[5:] == [21, 21]
 
 
+def _drift_off_the_table(module, step=0.3):
+    """Make every imagined step move ball 0 by ``step`` along x and nothing else, whatever the
+    model learned: a rollout becomes illegal (ball 0 beyond the wall or on another ball) at a
+    step that depends only on its start, not on the model's numerics."""
+    model = module.model
+    with torch.no_grad():
+        model.state_out.weight.zero_()
+        model.state_out.bias.zero_()
+        model.state_out.bias[0] = step / model.change_std[0]
+
+
 def test_legality_rule_stops_rollouts_at_their_first_illegal_state(real_path):
     dm = _datamodule(real_path)
     module = _tiny(dm)
     _trainer(3).fit(module, dm)
+    _drift_off_the_table(module)
     specs = get_domain("clevr").make_suite().episodes("hard", 6, seed=0, split="data")
     free = Imaginer(module, DecodingConfig(batch_size=6)).imagine(specs, horizon=6)
     ruled = Imaginer(module, DecodingConfig(batch_size=6), legal=legal_states).imagine(
@@ -547,7 +576,7 @@ def test_legality_rule_stops_rollouts_at_their_first_illegal_state(real_path):
             first = int(np.flatnonzero(~ok)[0])
             assert b.illegal and len(b.actions) == first
             np.testing.assert_allclose(b.states, a.states[: first + 1], atol=1e-5)
-    assert any(r.illegal for r in ruled)  # an untrained model breaks the rules
+    assert any(r.illegal for r in ruled)
 
 
 def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
@@ -589,7 +618,26 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
 def test_imagine_command_applies_filters_and_reports_what_they_removed(real_path, tmp_path, capsys):
     from imaginebench.cli import main
 
-    ckpt = _fitted_checkpoint(tmp_path, _datamodule(real_path), steps=3)
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    trainer = _trainer(3)
+    trainer.fit(module, dm)
+    real = load_dataset(real_path)
+    horizon = int(real.episode_lengths()[real.episode_success.astype(bool)].max())
+    # a drift that makes some of the 6 rollouts illegal within the horizon and not others, so
+    # the legality step has rollouts to remove and rollouts to keep
+    specs = get_domain("clevr").make_suite().episodes("hard", 6, seed=0, split="data")
+    starts = np.stack([spec.initial_state for spec in specs])
+    for step in (0.005, 0.01, 0.02, 0.04, 0.08):
+        drifted = starts[:, None] + step * np.arange(horizon + 1)[:, None] * np.eye(10)[0]
+        survivors = sum(legal_states(path).all() for path in drifted)
+        if 0 < survivors < len(specs):
+            break
+    else:
+        pytest.fail("no drift separates the starts")
+    _drift_off_the_table(module, step=step)
+    ckpt = tmp_path / "g.ckpt"
+    trainer.save_checkpoint(ckpt)
     base = [
         "imagine",
         "--checkpoint",
@@ -621,8 +669,6 @@ def test_imagine_command_applies_filters_and_reports_what_they_removed(real_path
     ]
     assert main([*filtered, "--out", str(tmp_path / "b.h5")]) == 0
     assert "filters removed (candidates): candidates 12" in capsys.readouterr().out
-    real = load_dataset(real_path)
-    horizon = int(real.episode_lengths()[real.episode_success.astype(bool)].max())
     data = load_dataset(tmp_path / "b.h5")
     removed = data.provenance["filtered"]
     assert data.provenance["horizon"] == horizon and removed["illegal"] > 0

@@ -206,8 +206,7 @@ class GroundingModule(L.LightningModule):
                     f"state_classes={classes} needs integer states in [0, {classes}); the data "
                     f"has values in [{float(states.min())}, {float(states.max())}]"
                 )
-            self.model.state_mean.copy_(states.mean(0))
-            self.model.state_std.copy_(states.std(0).clamp_min(1e-3))
+            self.model.fit_statistics(*transition_states(self.dataset))
 
     def collate(self, refs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Sequences for a batch of ``(task, episode, step)`` references into the dataset."""
@@ -333,6 +332,13 @@ class GroundingModule(L.LightningModule):
             total,
             100 * trained / total,
         )
+
+
+def transition_states(dataset: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(states, next_states)`` of every transition of a dataset, as float tensors."""
+    before, after = dataset.transition_indices()
+    states = torch.as_tensor(dataset.states, dtype=torch.float32)
+    return states[torch.as_tensor(before)], states[torch.as_tensor(after)]
 
 
 def _with_lora(causal_lm: torch.nn.Module, lora: LoraSettings, quantized: bool) -> torch.nn.Module:
