@@ -94,3 +94,20 @@ def test_render_rgb_frame():
     env.close()
     assert frame.shape == (96, 128, 3) and frame.dtype == np.uint8
     assert frame.std() > 5  # not a blank image: table and coloured balls
+
+
+def test_expert_action_probabilities_are_the_distribution_it_acts_from():
+    """The expert's stated distribution equals the frequencies of its actions in one state
+    (ties broken at random, epsilon exploration uniform), and it sums to one."""
+    from imaginebench.envs.clevr.expert import ClevrExpert
+
+    env = gym.make("imaginebench/CLEVR-v0", level="train").unwrapped
+    env.reset(seed=3)
+    probabilities = ClevrExpert(epsilon=0.3).action_probabilities(env)
+    assert probabilities.shape == (40,) and abs(probabilities.sum() - 1) < 1e-12
+    assert (probabilities > 0.3 / 40 + 1e-9).sum() >= 1  # the expert's own choices
+    state = env.physics.state()
+    expert = ClevrExpert(epsilon=0.3, seed=0)
+    draws = np.bincount([expert.act(env) for _ in range(1000)], minlength=40) / 1000
+    np.testing.assert_array_equal(env.physics.state(), state)  # acting leaves the scene alone
+    assert np.abs(draws - probabilities).max() < 0.05  # 1000 draws: std <= 0.016

@@ -35,9 +35,28 @@ class ClevrExpert:
 
     def act(self, env: ClevrEnv) -> int:
         env = env.unwrapped  # type: ignore[assignment]
-        candidates = self.candidates(env)
         if self.rng.random() < self.epsilon:
             return int(self.rng.choice(env.action_space.n))
+        return int(self.rng.choice(self.choices(env)))
+
+    def action_probabilities(self, env: ClevrEnv) -> np.ndarray:
+        """``(40,)`` probabilities of :meth:`act`'s action in the env's current state: a random
+        push with probability ``epsilon``, else one of :meth:`choices` uniformly. The expert's
+        own policy, so the cross-entropy of its actions under it is the lowest any model of
+        the data can reach (ties and exploration make the expert's choice random)."""
+        env = env.unwrapped  # type: ignore[assignment]
+        n = int(env.action_space.n)
+        probabilities = np.full(n, self.epsilon / n)
+        choices = self.choices(env)
+        np.add.at(probabilities, choices, (1.0 - self.epsilon) / len(choices))
+        return probabilities
+
+    def choices(self, env: ClevrEnv) -> np.ndarray:
+        """The pushes the expert picks from uniformly when it does not explore: those that
+        accomplish the task, else those that raise its potential the most, else the best by a
+        two-push look-ahead. Restores the simulator to its current state."""
+        env = env.unwrapped  # type: ignore[assignment]
+        candidates = self.candidates(env)
         physics, task = env.physics, env.task
         assert task is not None
         history = np.stack(env.trajectory)
@@ -55,14 +74,13 @@ class ClevrExpert:
         )
         success = task.success(trajectories)[:, -1]
         if success.any():
-            return int(self.rng.choice(candidates[success]))
+            return candidates[success]
         progress = task.progress(trajectories)[:, -1]
         current = float(task.progress(history[None])[0, -1])
         if progress.max() <= current + 1e-4:  # stuck: look two pushes ahead
             top = np.argsort(-progress, kind="stable")[: self.two_step_width]
             return self._two_step(env, candidates, top, history, outcomes)
-        best = np.flatnonzero(progress >= progress.max() - 1e-6)
-        return int(candidates[self.rng.choice(best)])
+        return candidates[np.flatnonzero(progress >= progress.max() - 1e-6)]
 
     def _two_step(
         self,
@@ -71,8 +89,8 @@ class ClevrExpert:
         first_moves: np.ndarray,
         history: np.ndarray,
         outcomes: list,
-    ) -> int:
-        """Among ``first_moves`` (indices into candidates), the push with the best potential
+    ) -> np.ndarray:
+        """Among ``first_moves`` (indices into candidates), the pushes with the best potential
         reachable by a second push."""
         physics, task = env.physics, env.task
         assert task is not None
@@ -97,4 +115,4 @@ class ClevrExpert:
             value = task.progress(trajectories)[:, -1] + 100.0 * task.success(trajectories)[:, -1]
             scores[k] = value.max()
         best = np.flatnonzero(scores >= scores.max() - 1e-6)
-        return int(candidates[first_moves[self.rng.choice(best)]])
+        return candidates[first_moves[best]]
