@@ -6,8 +6,9 @@ several seeds, plus the random-policy chance level.
     python benchmarks/offline_results.py --domain clevr --algos bc cql --seeds 0 1 2
     python benchmarks/offline_results.py --domain babyai --variants real     # real-only baselines
 
-Each run is exactly ``imaginebench fit -c configs/<algo>_<domain>.yaml`` with the seed and the
-second data stream changed (``--data.init_args.imaginary``; half of every batch comes from it):
+Each run is exactly ``imaginebench fit -c configs/<algo>_<domain>.yaml`` with the seed, the
+output folders and the second data stream changed (``--data.init_args.imaginary``; half of
+every batch comes from it):
 
 * ``real``: no second stream;
 * ``imaginary``: one run per level with the shipped imaginary dataset of that level
@@ -17,8 +18,10 @@ second data stream changed (``--data.init_args.imaginary``; half of every batch 
 
 The final score is the config's ``test_episodes_per_level`` episodes per level on the fixed
 evaluation set (seed 0). Per-level variants report each level from the run with that level's
-data, and for ``train`` the mean over their three runs. Finished runs are found again under
-``--work-dir`` (``--reuse``; ``--existing-only`` tabulates them without training).
+data, and for ``train`` the mean over their three runs. Each run writes its ``results.json``
+and its checkpoints (``checkpoints/``) into its own folder
+``<work-dir>/runs/<variant>[_<level>]/<config>/seed<seed>``; finished runs are found again
+there (``--reuse``; ``--existing-only`` tabulates them without training).
 """
 
 from __future__ import annotations
@@ -122,6 +125,8 @@ def run(
         f"--data.init_args.imaginary={json.dumps(data)}",
         f"--trainer.logger.init_args.save_dir={save_dir}",
         f"--trainer.logger.init_args.version=seed{seed}",
+        # the config's last callback, its ModelCheckpoint: one folder per run, beside its results
+        f"--trainer.callbacks.init_args.dirpath={result_file.parent / 'checkpoints'}",
         "--trainer.enable_progress_bar=false",
     ]
     start = time.time()

@@ -8,11 +8,13 @@ Configs name the model and data module by ``class_path``: an offline RL algorith
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
 from imaginebench.callbacks.progress import update_progress_bar
@@ -38,8 +40,8 @@ class ImagineBenchCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         """The trainer, with Lightning's default progress bar swapped for one that counts
-        gradient updates (a bar named in the config is kept as it is) and a
-        :class:`ResumeCheck`."""
+        gradient updates (a bar named in the config is kept as it is), a :class:`ResumeCheck`,
+        and ``{seed}`` in every ``ModelCheckpoint``'s ``dirpath`` replaced by the run's seed."""
         named = list(self._get(self.config_init, "trainer", default={}).get("callbacks") or [])
         trainer = super().instantiate_trainer(**kwargs)  # may append its default bar to that list
         bar = trainer.progress_bar_callback
@@ -47,7 +49,32 @@ class ImagineBenchCLI(LightningCLI):
             trainer.callbacks[trainer.callbacks.index(bar)] = update_progress_bar()
         allow = bool(self._get(self.config, "allow_resume_mismatch", default=False))
         trainer.callbacks.append(ResumeCheck(allow_mismatch=allow))
+        for callback in trainer.callbacks:
+            if isinstance(callback, ModelCheckpoint) and callback.dirpath is not None:
+                callback.dirpath = self._fill_dirpath(str(callback.dirpath))
         return trainer
+
+    def _fill_dirpath(self, dirpath: str) -> str:
+        """``dirpath`` with ``{seed}`` replaced by the run's ``seed_everything`` (the seed
+        Lightning drew when it is ``true``), so that runs of one config with different seeds
+        never share a checkpoint folder and ``--ckpt_path last`` finds the run's own."""
+
+        def fill(match: re.Match[str]) -> str:
+            if match.group(1) != "seed":
+                raise ValueError(
+                    f"ModelCheckpoint dirpath {dirpath}: unknown placeholder {match.group(0)} "
+                    "(known: {seed})"
+                )
+            # LightningCLI has replaced `true` by the seed it drew; `false` sets no seed
+            seed = self._get(self.config, "seed_everything")
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise ValueError(
+                    f"ModelCheckpoint dirpath {dirpath}: {{seed}} needs an explicit "
+                    f"seed_everything (an integer), got {seed!r}"
+                )
+            return str(seed)
+
+        return re.sub(r"\{([^{}]*)\}", fill, dirpath)
 
 
     def before_fit(self) -> None:

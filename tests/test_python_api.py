@@ -156,10 +156,11 @@ def test_the_issue_snippet_returns_the_scores_per_level(tmp_path, real_path, mon
     first, data = _trainer(2, SuccessRateEvaluation(every_n_steps=0)), _dm(real_path)
     sizes = {"state_dim": data.state_dim, "action_spec": data.action_spec}
     first.fit(DiscreteCQL(hidden=[16], **sizes), datamodule=data)
-    first.save_checkpoint("runs/cql_clevr/checkpoints/last.ckpt")  # where the snippet looks
+    # where the snippet looks: where configs/cql_clevr.yaml writes with seed_everything 0
+    first.save_checkpoint("runs/cql_clevr/seed0/checkpoints/last.ckpt")
 
     # issue 25's snippet, with a short budget (8 instead of 1000 episodes, 2 instead of 50)
-    model = DiscreteCQL.load_from_checkpoint("runs/cql_clevr/checkpoints/last.ckpt")
+    model = DiscreteCQL.load_from_checkpoint("runs/cql_clevr/seed0/checkpoints/last.ckpt")
     dm = RealImaginaryDataModule(
         domain="clevr", collect={"episodes": 8, "seed": 0, "epsilon": 0.2, "paraphrases": 2}
     )

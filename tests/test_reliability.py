@@ -48,10 +48,14 @@ def real_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def small_config(
-    tmp_path: Path, real: Path, imaginary: list[str] | None = None, test_after_fit: bool = True
+    tmp_path: Path,
+    real: Path,
+    imaginary: list[str] | None = None,
+    test_after_fit: bool = True,
+    ckpt_dir: str = "ckpt",
 ) -> Path:
     """configs/bc_clevr.yaml shrunk to 4 steps and one evaluation episode of one level,
-    writing into ``tmp_path``."""
+    writing into ``tmp_path`` (checkpoints into ``tmp_path / ckpt_dir``)."""
     cfg = yaml.safe_load(CONFIG.read_text())
     cfg["trainer"].update(max_steps=4, enable_progress_bar=False)
     cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
@@ -65,7 +69,7 @@ def small_config(
                 test_after_fit=test_after_fit,
             )
         if cb["class_path"].endswith("ModelCheckpoint"):
-            cb["init_args"].update(dirpath=str(tmp_path / "ckpt"), every_n_train_steps=2)
+            cb["init_args"].update(dirpath=str(tmp_path / ckpt_dir), every_n_train_steps=2)
     cfg["model"]["init_args"]["hidden"] = [16]
     cfg["data"]["init_args"].update(
         real=str(real), imaginary=imaginary or [], batch_size=16, updates_per_batch=2
@@ -188,3 +192,68 @@ def test_resume_refuses_another_runs_checkpoint(tmp_path: Path, real_path: Path)
     assert fit(1, 6, "--ckpt_path", "last").trainer.global_step == 6  # the same run resumes
     forced = fit(0, 8, "--ckpt_path", "last", "--allow_resume_mismatch", "true")
     assert forced.trainer.global_step == 8
+
+
+def shipped_ckpt_dir(config: Path) -> str:
+    (dirpath,) = [
+        cb["init_args"]["dirpath"]
+        for cb in yaml.safe_load(config.read_text())["trainer"]["callbacks"]
+        if cb["class_path"].endswith("ModelCheckpoint")
+    ]
+    return dirpath
+
+
+def test_seeds_of_one_config_checkpoint_into_their_own_folders(
+    tmp_path: Path, real_path: Path
+) -> None:
+    offline_rl = [
+        c for c in CONFIG.parent.glob("*.yaml") if not c.stem.startswith(("grounding_", "imagine_"))
+    ]
+    assert len(offline_rl) == 15
+    for config in offline_rl:  # every shipped offline RL config: runs/<config>/seed{seed}/...
+        assert shipped_ckpt_dir(config) == f"runs/{config.stem}/seed{{seed}}/checkpoints"
+    config = str(small_config(tmp_path, real_path, ckpt_dir=shipped_ckpt_dir(CONFIG)))
+    folders = []
+    for seed in (0, 1):
+        cli = train_cli(["fit", "-c", config, "--seed_everything", str(seed)])
+        folders.append(Path(cli.trainer.checkpoint_callback.dirpath))
+    assert folders == [tmp_path / f"runs/bc_clevr/seed{seed}/checkpoints" for seed in (0, 1)]
+    for folder in folders:
+        assert sorted(p.name for p in folder.iterdir()) == ["last.ckpt"]  # no last-v1.ckpt
+
+
+def test_ckpt_path_last_resumes_the_runs_own_seed(tmp_path: Path, real_path: Path) -> None:
+    config = str(small_config(tmp_path, real_path, test_after_fit=False, ckpt_dir="c/s{seed}"))
+
+    def fit(seed: int, steps: int, *extra: str) -> Any:
+        args = ["--seed_everything", str(seed), "--data.init_args.seed", str(seed)]
+        return train_cli(["fit", "-c", config, *args, "--trainer.max_steps", str(steps), *extra])
+
+    fit(0, 4)
+    fit(1, 4)  # the newer checkpoint: what a folder shared by both seeds would resume
+    resumed = fit(0, 6, "--ckpt_path", "last")
+    assert resumed.trainer.ckpt_path == str(tmp_path / "c" / "s0" / "last.ckpt")
+    assert resumed.trainer.global_step == 6
+    # the resume check stays: seed 0's folder, but another data seed than its checkpoint's
+    with pytest.raises(ValueError, match=r"s0/last\.ckpt: written by .*data\.seed 0 -> 1"):
+        fit(0, 8, "--ckpt_path", "last", "--data.init_args.seed", "1")
+
+
+def test_checkpoint_folder_placeholder_must_be_seed_and_the_seed_known(
+    tmp_path: Path, real_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unknown = small_config(tmp_path, real_path, ckpt_dir="ckpt/{foo}-{seed}")
+    assert cli_main(["fit", "-c", str(unknown), "--seed_everything", "3"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("error: ModelCheckpoint dirpath ")
+    assert err.endswith("ckpt/{foo}-{seed}: unknown placeholder {foo} (known: {seed})")
+    unseeded = small_config(tmp_path, real_path, ckpt_dir="ckpt/seed{seed}")
+    assert cli_main(["fit", "-c", str(unseeded), "--seed_everything", "false"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.endswith("{seed} needs an explicit seed_everything (an integer), got False")
+    assert not (tmp_path / "ckpt").exists() and not list(tmp_path.rglob("results.json"))
+    drawn = train_cli(["fit", "-c", str(unseeded), "--seed_everything", "true"])
+    seed = drawn.config.fit.seed_everything  # the seed Lightning drew
+    assert type(seed) is int and drawn.trainer.checkpoint_callback.dirpath == str(
+        tmp_path / "ckpt" / f"seed{seed}"
+    )

@@ -43,11 +43,24 @@ def real_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def real_paths(tmp_path_factory, real_path):
-    """Small real datasets per domain (CLEVR's is ``real_path``)."""
+def collected(tmp_path_factory, real_path):
+    """``collected(domain)``: a small real dataset of ``domain``, collected once per module on
+    first use (CLEVR's is ``real_path``)."""
     directory = tmp_path_factory.mktemp("domains")
-    domains = sorted({_domain(c) for c in CONFIGS} - {"clevr"})
-    return {"clevr": real_path, **{d: _collect(directory, d) for d in domains}}
+    paths = {"clevr": real_path}
+
+    def get(domain: str) -> Path:
+        if domain not in paths:
+            paths[domain] = _collect(directory, domain)
+        return paths[domain]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def real_paths(collected):
+    """Small real datasets per domain (CLEVR's is ``real_path``)."""
+    return {d: collected(d) for d in sorted({_domain(c) for c in CONFIGS})}
 
 
 def _trainer(steps, **kwargs):
@@ -94,7 +107,12 @@ def test_resume_from_checkpoint_equals_uninterrupted_run(real_path, tmp_path):
     assert not torch.equal(first.state_dict()["q.out.weight"], b["q.out.weight"])
 
 
-def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
+def _small_config(
+    config: Path, tmp_path: Path, real: Path, imaginary: Path | None = None, **trainer
+) -> Path:
+    """``config`` shrunk to 6 steps on ``real`` with batch 32. Without ``imaginary``, the
+    imaginary entry names a missing file that is skipped (real data only); with it, that file is
+    required."""
     cfg = yaml.safe_load(config.read_text())
     cfg["trainer"].update({"max_steps": 6, "enable_progress_bar": False, **trainer})
     cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
@@ -113,8 +131,8 @@ def _small_config(config: Path, tmp_path: Path, real: Path, **trainer) -> Path:
         cfg["model"]["init_args"].update(model_max_steps=200, model_eval_every=50)
     data = cfg["data"]["init_args"]
     data["real"] = str(real)
-    data["imaginary"] = [str(tmp_path / "absent_imaginary.h5")]
-    data["imaginary_optional"] = True
+    data["imaginary"] = [str(imaginary or tmp_path / "absent_imaginary.h5")]
+    data["imaginary_optional"] = imaginary is None
     data["batch_size"] = 32
     data["updates_per_batch"] = 3  # 6 steps = 2 Lightning batches of 3 updates
     data["seed"] = 3  # a data seed unlike the modules' sampling seeds: their hparams must merge
@@ -174,15 +192,58 @@ def test_shipped_configs_parse(config):
     assert printed["model"]["class_path"].startswith("imaginebench.modules.offline.")
 
 
-def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
-    """2 gloo processes with batch b sample the same transitions as 1 process with batch 2b,
-    so after a few steps both runs hold the same weights (with rank-0 evaluation in between)."""
-    config = CONFIGS[[c.stem for c in CONFIGS].index("cql_clevr")]
+def _imaginary_from(real: Path, path: Path) -> tuple[Path, int, int]:
+    """A small imaginary dataset at ``path`` made of ``real``'s odd episodes, relabelled as
+    imagined, with their states scaled by 0.9 (so they differ from the real ones and stay inside
+    the environment's bounds, which contain 0), plus, if the states are bounded, one episode far
+    outside the bounds, which the data module must drop. Returns ``path`` and the numbers of
+    episodes to be kept and dropped."""
+    from dataclasses import replace
+
+    from imaginebench.data.format import RolloutDataset, load_dataset, save_dataset
+    from imaginebench.envs import make
+
+    data = load_dataset(real)
+    episodes = [
+        replace(data.episode(i), source="imaginary", states=0.9 * data.episode(i).states)
+        for i in range(1, len(data), 2)
+    ]
+    env = make(data.domain).unwrapped
+    bounded = bool(np.isfinite(env.observation_space.high).all())
+    env.close()
+    outside = [replace(episodes[0], states=episodes[0].states + 10.0)] if bounded else []
+    dataset = RolloutDataset.from_episodes(
+        episodes + outside,
+        domain=data.domain,
+        action_spec=data.action_spec,
+        provenance={"generator": "tests/test_training.py", "from": str(real)},
+    )
+    save_dataset(dataset, path)
+    return path, len(episodes), len(outside)
+
+
+@pytest.mark.parametrize(
+    "stem",
+    ["cql_clevr", "cql_halfcheetah"],
+    ids=["cql_clevr-no_noise", "cql_halfcheetah-noise"],
+)
+def test_ddp_two_cpu_processes_match_one_process(tmp_path, collected, stem):
+    """2 gloo processes with batch b train like 1 process with batch 2b, so after a few steps
+    both runs hold the same weights (with rank-0 evaluation in between): each rank takes its
+    slice of one global batch of half real, half imaginary transitions (MixedBatches), and of
+    the noise drawn for the global batch's rows (StochasticModule). DiscreteCQL on CLEVR draws
+    no noise; CQL on HalfCheetah draws uniform and tanh-Gaussian actions for every row in every
+    update. The imaginary file exists and is mixed in (CLEVR's also has an out-of-bounds
+    episode, dropped): results.json's data_used says so."""
+    config = ROOT / "configs" / f"{stem}.yaml"
+    real = collected(_domain(config))
+    imaginary, kept, dropped = _imaginary_from(real, tmp_path / "imaginary.h5")
+    assert kept > 0
 
     def fit(name, devices, batch):
-        small = _small_config(config, tmp_path / name, real_path)
+        small = _small_config(config, tmp_path / name, real, imaginary)
         cfg = yaml.safe_load(small.read_text())
-        cfg["data"]["init_args"]["batch_size"] = batch
+        cfg["data"]["init_args"].update(batch_size=batch, ratio=0.5)
         cfg["trainer"].update(devices=devices, strategy="ddp" if devices > 1 else "auto")
         for cb in cfg["trainer"]["callbacks"]:  # rank-0 evaluation mid-run and after fit
             if cb["class_path"].endswith("SuccessRateEvaluation"):
@@ -199,11 +260,18 @@ def test_ddp_two_cpu_processes_match_one_process(tmp_path, real_path):
         )
         assert out.returncode == 0, out.stderr[-3000:]
         assert "results written" in out.stdout
+        (results,) = (tmp_path / name / "runs").rglob("results.json")
+        used = json.loads(results.read_text())["data_used"]
+        (file,) = used["imaginary"]
+        assert Path(file["file"]) == imaginary and file["found"]
+        assert (file["episodes_kept"], file["episodes_dropped"]) == (kept, dropped)
+        assert used["effective_ratio"] == 0.5  # 16 of every rank's 32 rows are imagined
         return torch.load(tmp_path / name / "ckpt" / "last.ckpt", weights_only=False)
 
     single = fit("single", 1, 64)
     ddp = fit("ddp", 2, 32)
     assert ddp["global_step"] == single["global_step"] == 6
+    assert single["state_dict"].keys() == ddp["state_dict"].keys()
     for k, v in single["state_dict"].items():
         torch.testing.assert_close(ddp["state_dict"][k], v, rtol=1e-4, atol=1e-5, msg=k)
 
