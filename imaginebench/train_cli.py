@@ -48,7 +48,9 @@ class ImagineBenchCLI(LightningCLI):
         if bar is not None and not any(c is bar for c in named):  # Lightning added it
             trainer.callbacks[trainer.callbacks.index(bar)] = update_progress_bar()
         allow = bool(self._get(self.config, "allow_resume_mismatch", default=False))
-        trainer.callbacks.append(ResumeCheck(allow_mismatch=allow))
+        seed = self._get(self.config, "seed_everything", default=None)
+        seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+        trainer.callbacks.append(ResumeCheck(allow_mismatch=allow, seed=seed))
         for callback in trainer.callbacks:
             if isinstance(callback, ModelCheckpoint) and callback.dirpath is not None:
                 callback.dirpath = self._fill_dirpath(str(callback.dirpath))

@@ -237,6 +237,11 @@ def test_ckpt_path_last_resumes_the_runs_own_seed(tmp_path: Path, real_path: Pat
     # the resume check stays: seed 0's folder, but another data seed than its checkpoint's
     with pytest.raises(ValueError, match=r"s0/last\.ckpt: written by .*data\.seed 0 -> 1"):
         fit(0, 8, "--ckpt_path", "last", "--data.init_args.seed", "1")
+    # ...and so does a run seed that differs when nothing else does (a folder without {seed})
+    shared = ["--seed_everything", "1", "--data.init_args.seed", "0", "--ckpt_path", "last"]
+    with pytest.raises(ValueError, match=r"s0/last\.ckpt: written by .*seed_everything 0 -> 1"):
+        train_cli(["fit", "-c", config, *shared, "--trainer.max_steps", "8",
+                   "--trainer.callbacks.dirpath", str(tmp_path / "c" / "s0")])
 
 
 def test_checkpoint_folder_placeholder_must_be_seed_and_the_seed_known(
