@@ -99,16 +99,31 @@ def quiet_known_warnings() -> None:
         warnings.filterwarnings("ignore", message=message)
 
 
+def end_process_group() -> None:
+    """Destroy a DDP run's process group before the interpreter exits. Left to interpreter
+    shutdown, gloo's threads can abort the process ("terminate called without an active
+    exception"): a rank that is done while rank 0 still scores the policy after fit then dies of
+    SIGABRT, and Lightning kills every process, rank 0 and its results.json included."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def run(args: list[str] | None = None) -> ImagineBenchCLI:
+    """Run a LightningCLI command (``fit``, ``validate``, ``test``, ``predict``)."""
     quiet_known_warnings()
-    return ImagineBenchCLI(
-        L.LightningModule,
-        L.LightningDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        save_config_kwargs={"overwrite": True},
-        args=None if args == sys.argv[1:] else args,  # None: LightningCLI reads sys.argv
-    )
+    try:
+        return ImagineBenchCLI(
+            L.LightningModule,
+            L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            save_config_kwargs={"overwrite": True},
+            args=None if args == sys.argv[1:] else args,  # None: LightningCLI reads sys.argv
+        )
+    finally:
+        end_process_group()
 
 
 def main() -> None:

@@ -205,8 +205,8 @@ def _imaginary_from(real: Path, path: Path) -> tuple[Path, int, int]:
 
     data = load_dataset(real)
     episodes = [
-        replace(data.episode(i), source="imaginary", states=0.9 * data.episode(i).states)
-        for i in range(1, len(data), 2)
+        replace(e, source="imaginary", states=0.9 * e.states)
+        for e in map(data.episode, range(1, len(data), 2))
     ]
     env = make(data.domain).unwrapped
     bounded = bool(np.isfinite(env.observation_space.high).all())
@@ -265,7 +265,7 @@ def test_ddp_two_cpu_processes_match_one_process(tmp_path, collected, stem):
         (file,) = used["imaginary"]
         assert Path(file["file"]) == imaginary and file["found"]
         assert (file["episodes_kept"], file["episodes_dropped"]) == (kept, dropped)
-        assert used["effective_ratio"] == 0.5  # 16 of every rank's 32 rows are imagined
+        assert used["effective_ratio"] == 0.5  # half of every batch is imagined
         return torch.load(tmp_path / name / "ckpt" / "last.ckpt", weights_only=False)
 
     single = fit("single", 1, 64)

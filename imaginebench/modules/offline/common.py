@@ -45,6 +45,21 @@ def dataset_transitions(datamodule: Any) -> dict[str, Tensor]:
     return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
 
+def _rank_rows(trainer: Any, n: int) -> Tensor:
+    """This rank's rows of a draw for the ``world * n`` rows of the global batch. The data
+    module's global batch holds every rank's real rows, then every rank's imaginary rows, and a
+    rank trains on its slice of each (``split()`` per rank): a draw of ``n`` rows takes the same
+    rows, so each transition gets the draw it gets in one process with the larger batch. Other
+    row counts take the rank's contiguous slice."""
+    rank, world = trainer.global_rank, trainer.world_size
+    split = getattr(getattr(trainer, "datamodule", None), "split", None)
+    sizes = split() if callable(split) else (n,)
+    if sum(sizes) != n:
+        sizes = (n,)
+    starts = [world * sum(sizes[:i]) + rank * size for i, size in enumerate(sizes)]
+    return torch.cat([torch.arange(start, start + size) for start, size in zip(starts, sizes)])
+
+
 class StochasticModule(OfflineRLModule):
     """Base of algorithms that sample during training (noise, actions, mini-batches).
 
@@ -70,8 +85,7 @@ class StochasticModule(OfflineRLModule):
         world = trainer.world_size if trainer is not None and split else 1
         if world == 1:
             return sample(shape)
-        rank, n = trainer.global_rank, shape[0]
-        return sample((world * n, *shape[1:]))[rank * n : (rank + 1) * n]
+        return sample((world * shape[0], *shape[1:]))[_rank_rows(trainer, shape[0])]
 
     def normal(self, shape: tuple[int, ...], device: torch.device, split: bool = False) -> Tensor:
         draw = self._draw(lambda sh: torch.randn(sh, generator=self.generator), shape, split)
