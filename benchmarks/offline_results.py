@@ -74,11 +74,20 @@ def oracle_path(domain: str, level: str, episodes: int) -> Path:
     return path
 
 
-def second_stream(domain: str, variant: str, level: str | None, oracle_episodes: int) -> list[str]:
+SHIPPED_IMAGINARY = "shipped:{domain}/imaginary_{level}.h5"
+
+
+def second_stream(
+    domain: str,
+    variant: str,
+    level: str | None,
+    oracle_episodes: int,
+    imaginary: str = SHIPPED_IMAGINARY,
+) -> list[str]:
     if variant == "real":
         return []
     if variant == "imaginary":
-        return [f"shipped:{domain}/imaginary_{level}.h5"]
+        return [imaginary.format(domain=domain, level=level)]
     return [str(oracle_path(domain, level, oracle_episodes))]
 
 
@@ -102,6 +111,7 @@ def run(
     data: list[str],
     tag: str,
     existing_only: bool = False,
+    real_episodes: int | None = None,
 ) -> dict | None:
     config = ROOT / "configs" / f"{algo}_{domain}.yaml"
     save_dir = out_dir / "runs" / tag
@@ -122,6 +132,7 @@ def run(
         f"--seed_everything={seed}",
         f"--data.init_args.seed={seed}",
         *model_seed,
+        *([f"--data.init_args.collect.episodes={real_episodes}"] if real_episodes else []),
         f"--data.init_args.imaginary={json.dumps(data)}",
         f"--trainer.logger.init_args.save_dir={save_dir}",
         f"--trainer.logger.init_args.version=seed{seed}",
@@ -166,6 +177,17 @@ def main() -> None:
         help="levels of the per-level variants to run (e.g. one per job to split the work)",
     )
     parser.add_argument("--oracle-episodes", type=int, default=1000)
+    parser.add_argument(
+        "--imaginary",
+        default=SHIPPED_IMAGINARY,
+        help="imaginary file of a level, {domain} and {level} filled in (default: the shipped "
+        "one), e.g. to compare freshly imagined data before shipping it",
+    )
+    parser.add_argument(
+        "--real-episodes",
+        type=int,
+        help="override the configs' collect.episodes (the real data every variant shares)",
+    )
     parser.add_argument("--work-dir", default=None, help="default: outputs/<domain>_offline")
     parser.add_argument("--out", default=None, help="default: docs/results/<domain>_offline.md")
     parser.add_argument("--reuse", action="store_true", help="reuse finished runs' results.json")
@@ -189,10 +211,15 @@ def main() -> None:
             levels = [None] if variant == "real" else args.levels
             runs = {}  # level -> results per seed
             for level in levels:
-                data = second_stream(domain, variant, level, args.oracle_episodes)
+                data = second_stream(
+                    domain, variant, level, args.oracle_episodes, args.imaginary
+                )
                 tag = variant if level is None else f"{variant}_{level}"
                 done = [
-                    run(domain, algo, s, work, args.reuse, data, tag, args.existing_only)
+                    run(
+                        domain, algo, s, work, args.reuse, data, tag, args.existing_only,
+                        args.real_episodes,
+                    )
                     for s in args.seeds
                 ]
                 runs[level] = [r for r in done if r is not None]
@@ -227,7 +254,8 @@ def main() -> None:
             )
             print(rows[-1], flush=True)
     config = yaml.safe_load((ROOT / "configs" / f"{args.algos[0]}_{domain}.yaml").read_text())
-    collect = config["data"]["init_args"]["collect"]
+    collect = dict(config["data"]["init_args"]["collect"])
+    collect["episodes"] = args.real_episodes or collect["episodes"]
     limits, chance = [], []
     for level in LEVELS:
         env = make(domain, level).unwrapped
@@ -244,7 +272,8 @@ def main() -> None:
         f"{', '.join(budgets)}, batch 256), real data collected by the expert "
         f"({collect['episodes']} episodes, epsilon {collect['epsilon']}, each stored with "
         f"{collect['paraphrases']} training wordings); `real + imaginary` adds, per level, the "
-        "shipped imaginary dataset of that level (half of every batch); `real + oracle` adds "
+        f"imaginary dataset of that level (`{args.imaginary}`, half of every batch); "
+        "`real + oracle` adds "
         f"instead real expert rollouts of that level's tasks ({args.oracle_episodes} episodes, "
         f"epsilon 0.2). Then {episodes} evaluation episodes per level on the fixed evaluation "
         f"set (seed 0; time limits {', '.join(limits)} steps). Success in % (mean ± std over "
