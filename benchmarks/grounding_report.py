@@ -100,11 +100,13 @@ def main() -> None:
             f"{model['lr']} (adapters {model['adapter_lr']}); seed {config['seed_everything']}. "
             f"Wall-clock: {minutes:.0f} min of training.",
             "",
-            "`state_mae` is the mean absolute error of predicted states in table units "
-            "(the first state of a rollout, predicted from the text alone, included); "
-            "`action_accuracy` the fraction of the expert's actions the model ranks first "
-            "(the expert is multi-modal: several different action sequences reach a goal, so this is a "
-            "pessimistic measure; the consistency of imagined rollouts is the one that counts).",
+            "`state_mae` is the mean absolute error of the supervised predicted states (every "
+            "state after a rollout's first) in data units; `action_ce` the negative "
+            "log-likelihood of the expert's action, whose floor is set by the expert's own "
+            "randomness (`benchmarks/action_predictability.py`); `action_accuracy` the "
+            "fraction of the expert's actions the model ranks first (the expert is "
+            "multi-modal, so this is a pessimistic measure; what the imagined actions achieve "
+            "when replayed is the one that counts).",
             "",
             "## Training curve (means over windows)",
             "",
