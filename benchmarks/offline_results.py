@@ -112,6 +112,7 @@ def run(
     tag: str,
     existing_only: bool = False,
     real_episodes: int | None = None,
+    ratio: float | None = None,
 ) -> dict | None:
     config = ROOT / "configs" / f"{algo}_{domain}.yaml"
     save_dir = out_dir / "runs" / tag
@@ -134,6 +135,7 @@ def run(
         *model_seed,
         *([f"--data.init_args.collect.episodes={real_episodes}"] if real_episodes else []),
         f"--data.init_args.imaginary={json.dumps(data)}",
+        *([f"--data.init_args.ratio={ratio}"] if ratio is not None and data else []),
         f"--trainer.logger.init_args.save_dir={save_dir}",
         f"--trainer.logger.init_args.version=seed{seed}",
         # the config's last callback, its ModelCheckpoint: one folder per run, beside its results
@@ -184,6 +186,11 @@ def main() -> None:
         "one), e.g. to compare freshly imagined data before shipping it",
     )
     parser.add_argument(
+        "--ratio",
+        type=float,
+        help="override the configs' share of each batch drawn from the second stream",
+    )
+    parser.add_argument(
         "--real-episodes",
         type=int,
         help="override the configs' collect.episodes (the real data every variant shares)",
@@ -218,7 +225,7 @@ def main() -> None:
                 done = [
                     run(
                         domain, algo, s, work, args.reuse, data, tag, args.existing_only,
-                        args.real_episodes,
+                        args.real_episodes, args.ratio,
                     )
                     for s in args.seeds
                 ]
@@ -237,7 +244,7 @@ def main() -> None:
                 elif level == "train":  # over the per-level runs
                     values = [r["levels"]["train"]["success"] for rs in runs.values() for r in rs]
                 else:
-                    values = [r["levels"][level]["success"] for r in runs[level]]
+                    values = [r["levels"][level]["success"] for r in runs.get(level, [])]
                 cells.append(
                     _cell(
                         values,
@@ -272,7 +279,8 @@ def main() -> None:
         f"{', '.join(budgets)}, batch 256), real data collected by the expert "
         f"({collect['episodes']} episodes, epsilon {collect['epsilon']}, each stored with "
         f"{collect['paraphrases']} training wordings); `real + imaginary` adds, per level, the "
-        f"imaginary dataset of that level (`{args.imaginary}`, half of every batch); "
+        f"imaginary dataset of that level (`{args.imaginary}`, "
+        f"{'half' if args.ratio is None else f'a share {args.ratio:g}'} of every batch); "
         "`real + oracle` adds "
         f"instead real expert rollouts of that level's tasks ({args.oracle_episodes} episodes, "
         f"epsilon 0.2). Then {episodes} evaluation episodes per level on the fixed evaluation "
