@@ -48,35 +48,12 @@ class ImagineBenchCLI(LightningCLI):
         if bar is not None and not any(c is bar for c in named):  # Lightning added it
             trainer.callbacks[trainer.callbacks.index(bar)] = update_progress_bar()
         allow = bool(self._get(self.config, "allow_resume_mismatch", default=False))
-        seed = self._get(self.config, "seed_everything", default=None)
-        seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
-        trainer.callbacks.append(ResumeCheck(allow_mismatch=allow, seed=seed))
+        given = self._get(self.config, "seed_everything", default=None)
+        trainer.callbacks.append(ResumeCheck(allow_mismatch=allow, seed=_run_seed(given)))
         for callback in trainer.callbacks:
             if isinstance(callback, ModelCheckpoint) and callback.dirpath is not None:
-                callback.dirpath = self._fill_dirpath(str(callback.dirpath))
+                callback.dirpath = _fill_dirpath(str(callback.dirpath), given)
         return trainer
-
-    def _fill_dirpath(self, dirpath: str) -> str:
-        """``dirpath`` with ``{seed}`` replaced by the run's ``seed_everything`` (the seed
-        Lightning drew when it is ``true``), so that runs of one config with different seeds
-        never share a checkpoint folder and ``--ckpt_path last`` finds the run's own."""
-
-        def fill(match: re.Match[str]) -> str:
-            if match.group(1) != "seed":
-                raise ValueError(
-                    f"ModelCheckpoint dirpath {dirpath}: unknown placeholder {match.group(0)} "
-                    "(known: {seed})"
-                )
-            # LightningCLI has replaced `true` by the seed it drew; `false` sets no seed
-            seed = self._get(self.config, "seed_everything")
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                raise ValueError(
-                    f"ModelCheckpoint dirpath {dirpath}: {{seed}} needs an explicit "
-                    f"seed_everything (an integer), got {seed!r}"
-                )
-            return str(seed)
-
-        return re.sub(r"\{([^{}]*)\}", fill, dirpath)
 
 
     def before_fit(self) -> None:
@@ -86,6 +63,35 @@ class ImagineBenchCLI(LightningCLI):
                 raise ValueError(
                     f"--trainer.{name} 0: fit would train nothing; give a positive number"
                 )
+
+
+def _run_seed(seed_everything: Any) -> int | None:
+    """The run's seed: ``seed_everything`` as LightningCLI leaves it (``true`` already replaced
+    by the seed it drew), ``None`` if no seed was set (``false``, ``null``)."""
+    valid = isinstance(seed_everything, int) and not isinstance(seed_everything, bool)
+    return seed_everything if valid else None
+
+
+def _fill_dirpath(dirpath: str, seed_everything: Any) -> str:
+    """``dirpath`` with ``{seed}`` replaced by the run's seed, so that runs of one config with
+    different seeds never share a checkpoint folder and ``--ckpt_path last`` finds the run's
+    own."""
+    seed = _run_seed(seed_everything)
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(1) != "seed":
+            raise ValueError(
+                f"ModelCheckpoint dirpath {dirpath}: unknown placeholder {match.group(0)} "
+                "(known: {seed})"
+            )
+        if seed is None:
+            raise ValueError(
+                f"ModelCheckpoint dirpath {dirpath}: {{seed}} needs an explicit "
+                f"seed_everything (an integer), got {seed_everything!r}"
+            )
+        return str(seed)
+
+    return re.sub(r"\{([^{}]*)\}", fill, dirpath)
 
 
 def quiet_known_warnings() -> None:
