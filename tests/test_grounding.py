@@ -579,20 +579,93 @@ def test_legality_rule_stops_rollouts_at_their_first_illegal_state(real_path):
     assert any(r.illegal for r in ruled)
 
 
+class _ScriptedRule:
+    """A legality rule that rejects given rows of given calls (one call per decoded step and
+    one per redraw), so which actions get redrawn does not depend on the model."""
+
+    def __init__(self, rejections: dict[int, list[int]]) -> None:
+        self.rejections, self.calls = rejections, 0
+
+    def __call__(self, states: np.ndarray) -> np.ndarray:
+        legal = np.ones(len(states), bool)
+        legal[self.rejections.get(self.calls, [])] = False
+        self.calls += 1
+        return legal
+
+
+@pytest.mark.parametrize("words,context", [(None, 0), ("clevr", 32)])
+def test_redrawn_illegal_actions_leave_no_trace_in_the_lm_context(real_path, words, context):
+    """An action whose imagined next state is illegal is redrawn with the cache rewound: the
+    rows that were legal keep their draw, the redrawn rollouts are exactly what teacher forcing
+    predicts for their final actions (no stale slot of the rejected action stays in the
+    context), and cached and full re-forward decoding agree."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None, context_hidden=context)
+    _trainer(5).fit(module, dm)
+    if context:
+        torch.nn.init.normal_(module.model.context[-1].weight, std=0.5)
+    specs = get_domain("clevr").make_suite().episodes("hard", 4, seed=0, split="data")
+    rejections = {0: [0, 2], 1: [0], 3: [1], 6: [3]}  # step 0 twice for row 0, then later steps
+    decoding = DecodingConfig(strategy="sample", batch_size=4)
+    free = Imaginer(module, decoding, seed=1).imagine(specs, horizon=4)
+    runs = []
+    for use_cache in (True, False):
+        decoding = DecodingConfig(strategy="sample", batch_size=4, use_cache=use_cache)
+        imaginer = Imaginer(module, decoding, 1, legal=_ScriptedRule(rejections), illegal_retries=2)
+        runs.append(imaginer.imagine(specs, horizon=4))
+    for cached, full in zip(*runs):
+        np.testing.assert_array_equal(cached.actions, full.actions)
+        np.testing.assert_allclose(cached.states, full.states, atol=1e-4)
+        assert cached.redrawn == full.redrawn
+    rollouts = runs[0]
+    assert [r.redrawn for r in rollouts][0] == 2 and rollouts[2].redrawn >= 1
+    assert not any(r.illegal for r in rollouts)
+    for kept in (1, 3):  # not redrawn at step 0: the same first action as without the rule
+        np.testing.assert_array_equal(rollouts[kept].actions[0], free[kept].actions[0])
+    module.eval()
+    for r in rollouts:
+        batch = module.builder.collate(
+            [module.builder.generation(r.spec.instruction, r.states, r.actions)]
+        )
+        with torch.no_grad():
+            terms = module.model.losses(batch)
+        assert r.log_likelihood == pytest.approx(
+            -float(terms["action_ce"]) * len(r.actions), rel=1e-4, abs=1e-4
+        )
+        assert float(terms["state_mae"]) < 1e-4
+
+
+def test_a_rollout_stops_illegal_once_its_redraws_are_used_up(real_path):
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    _trainer(3).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 3, seed=0, split="data")
+    decoding = DecodingConfig(strategy="sample", batch_size=3)
+    rule = _ScriptedRule({0: [1], 1: [1], 2: [1], 3: [1]})  # row 1: step 0 and all 3 redraws
+    rollouts = Imaginer(module, decoding, 0, legal=rule, illegal_retries=3).imagine(specs, 3)
+    assert rollouts[1].illegal and len(rollouts[1].actions) == 1 and rollouts[1].redrawn == 3
+    assert not rollouts[0].illegal and not rollouts[2].illegal
+    with pytest.raises(ValueError, match="strategy='sample'"):
+        Imaginer(module, DecodingConfig(), legal=legal_states, illegal_retries=1)
+    with pytest.raises(ValueError, match="legal="):
+        Imaginer(module, decoding, illegal_retries=1)
+
+
 def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
     from imaginebench.imagination import ImaginedRollout
     from imaginebench.imagination.filters import FilterConfig, real_horizon, select
 
-    def rollout(ll, success=True, diverged=False, illegal=False):
-        return ImaginedRollout(None, np.zeros((2, 1)), np.zeros(1), success, diverged, illegal, ll)
+    def rollout(ll, success=True, diverged=False, illegal=False, redrawn=0):
+        states, actions = np.zeros((2, 1)), np.zeros(1)
+        return ImaginedRollout(None, states, actions, success, diverged, illegal, ll, redrawn)
 
     candidates = [
         rollout(-1.0, success=False),
         rollout(-3.0),
         rollout(-2.0),  # keeps -2
         rollout(-0.5, diverged=True),
-        rollout(-0.1, illegal=True),
-        rollout(-9.0, success=False),
+        rollout(-0.1, illegal=True, redrawn=3),
+        rollout(-9.0, success=False, redrawn=1),
     ]
     config = FilterConfig(reject_illegal=True, require_success=True, best_of=3)
     kept, counts = select(candidates, config)
@@ -605,11 +678,14 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "less_likely": 1,
         "episodes_kept": 1,
         "episodes_dropped": 1,
+        "redrawn_actions": 4,
     }
     kept, counts = select(candidates, FilterConfig())  # no filter: only divergence drops
     assert len(kept) == 5 and counts.diverged == 1
     with pytest.raises(ValueError, match="best_of"):
         FilterConfig(best_of=0)
+    with pytest.raises(ValueError, match="reject_illegal"):
+        FilterConfig(illegal_retries=2)
     lengths, success = np.array([2, 3, 3, 4, 50]), np.array([1, 1, 1, 1, 0], bool)
     assert real_horizon(lengths, success, quantile=1.0, scale=2.0, limit=50) == 8
     assert real_horizon(lengths, success, quantile=1.0, scale=2.0, limit=5) == 5
@@ -676,6 +752,15 @@ def test_imagine_command_applies_filters_and_reports_what_they_removed(real_path
     assert removed["episodes_kept"] + removed["episodes_dropped"] == 6
     assert removed["less_likely"] + removed["illegal"] + removed["episodes_dropped"] >= 6
     assert all(legal_states(data.episode(i).states).all() for i in range(len(data)))
+    assert removed["redrawn_actions"] == 0
+    # redrawing cannot save a rollout whose every action drifts the same way: each illegal
+    # candidate is redrawn twice at its first illegal step, and then dropped as before
+    retried = [*filtered, "--out", str(tmp_path / "r.h5"), "--filters.illegal_retries", "2"]
+    assert main(retried) == 0
+    capsys.readouterr()
+    again = load_dataset(tmp_path / "r.h5").provenance["filtered"]
+    assert again["illegal"] == removed["illegal"]
+    assert again["redrawn_actions"] == 2 * removed["illegal"]
     # requiring success too: an untrained model accomplishes nothing, and says so
     strict = [*filtered, "--out", str(tmp_path / "c.h5"), "--filters.require_success", "true"]
     assert main(strict) == 2

@@ -12,8 +12,9 @@ With the KV cache each feed is a one-position forward pass. ``use_cache=False`` 
 the whole sequence for every slot (what the reference implementation does, minus its
 one-step action lag) and yields the same rollouts; it exists for tests and the benchmark.
 A rollout stops when its task's success function holds on the imagined states, at the
-horizon, or (with a legality rule) at its first state that breaks the domain's rules;
-finished rollouts leave the batch. Each rollout carries the LM's log-likelihood of its actions
+horizon, or (with a legality rule) at its first state that breaks the domain's rules —
+unless a redrawn action (``illegal_retries``: the cache is rewound to before the action and
+only the offending rows sample again) leads to a legal one; finished rollouts leave the batch. Each rollout carries the LM's log-likelihood of its actions
 (summed over steps), so candidates can be ranked by the model's own belief. A module
 fine-tuned on windows of W transitions decodes W transitions per prompt, then prompts again
 ("Trajectory from step t:") from the last imagined state.
@@ -79,6 +80,7 @@ class ImaginedRollout:
     diverged: bool
     illegal: bool = False  # stopped at a state that breaks the domain's rules
     log_likelihood: float = 0.0  # of the discrete actions under the LM (0 for continuous ones)
+    redrawn: int = 0  # actions redrawn because their imagined next state was illegal
 
 
 class _Sequences:
@@ -114,6 +116,22 @@ class _Sequences:
         self.last = hidden[:, -1]
         return self.last
 
+    def mark(self) -> tuple[int, Tensor]:
+        """The current length and last hidden state, to :meth:`rewind` to."""
+        return self.mask.shape[1], self.last
+
+    def rewind(self, mark: tuple[int, Tensor]) -> None:
+        """Forget every slot fed since ``mark`` (same rows as then)."""
+        length, last = mark
+        extra = self.mask.shape[1] - length
+        if extra > 0:
+            self.mask, self.positions = self.mask[:, :length], self.positions[:, :length]
+            if self.use_cache:
+                self.cache.crop(-extra)
+            else:
+                self.embeds = self.embeds[:, :length]
+        self.last = last
+
     def keep(self, rows: Tensor) -> None:
         """Drop every row not in ``rows`` (finished rollouts)."""
         self.mask, self.positions, self.last = (
@@ -138,6 +156,9 @@ class Imaginer:
             back (grid domains such as BabyAI, whose states are cell coordinates and indices).
         legal: the domain's legality rule (``(N, D) states -> (N,) bool``, rules only, no
             simulation); a rollout stops at its first illegal state, flagged ``illegal``.
+        illegal_retries: with ``legal`` and sampled discrete actions, an action whose
+            imagined next state breaks the rules is redrawn (the LM's cache rewound to before
+            it) up to this many times before the rollout stops as illegal.
     """
 
     def __init__(
@@ -147,6 +168,7 @@ class Imaginer:
         seed: int = 0,
         integer_states: bool = False,
         legal: Callable[[np.ndarray], np.ndarray] | None = None,
+        illegal_retries: int = 0,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
         self.module = module
@@ -159,6 +181,16 @@ class Imaginer:
         self.discrete = spec["type"] == "discrete"
         self.action_low = float(spec.get("low", -1.0))
         self.action_high = float(spec.get("high", 1.0))
+        if illegal_retries < 0:
+            raise ValueError(f"illegal_retries must be >= 0, got {illegal_retries}")
+        if illegal_retries and (
+            legal is None or not self.discrete or self.decoding.strategy != "sample"
+        ):
+            raise ValueError(
+                "illegal_retries redraws sampled discrete actions under a legality rule: "
+                "it needs legal=..., a discrete action space and decoding.strategy='sample'"
+            )
+        self.illegal_retries = illegal_retries
 
     @torch.no_grad()
     def imagine(
@@ -180,18 +212,28 @@ class Imaginer:
         return out
 
     def _act(
-        self, seq: _Sequences, state: Tensor, previous: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Choose each row's action and feed it: the actions, the new hidden state and the
-        actions' log-likelihood under the LM (zeros for continuous actions). ``state`` is the
-        current state and ``previous`` the action before it in this prompt (the heads'
-        context)."""
+        self,
+        seq: _Sequences,
+        state: Tensor,
+        previous: Tensor | None,
+        redo: Tensor | None = None,
+        kept: list[Tensor] | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+        """Choose each row's action and feed it: the actions, the new hidden state, the
+        actions' log-likelihood under the LM (zeros for continuous actions) and the choice of
+        each action word. ``state`` is the current state and ``previous`` the action before it
+        in this prompt (the heads' context). With ``redo`` (``(B,)`` bool), only those rows
+        draw anew; the others repeat their word choices ``kept``."""
         action, hidden = None, seq.last
         log_likelihood = torch.zeros(len(hidden), device=hidden.device)
+        choices: list[Tensor] = []
         for word in range(self.model.words_per_action):
             heads = self.model.with_context(hidden, state, previous)
             prediction = self.model.action_logits(heads, word)
             choice = self._choose(prediction)
+            if redo is not None and kept is not None:
+                choice = torch.where(redo.to(choice.device), choice, kept[word])
+            choices.append(choice)
             if self.discrete:
                 log_probs = torch.log_softmax(prediction.float(), -1)
                 log_likelihood += log_probs.gather(-1, choice[:, None]).squeeze(-1)
@@ -201,7 +243,24 @@ class Imaginer:
             else:
                 action = choice
             hidden = seq.feed(self.model.embed_actions(action, word))
-        return action, hidden, log_likelihood
+        return action, hidden, log_likelihood, choices
+
+    def _step(
+        self,
+        seq: _Sequences,
+        current: Tensor,
+        previous: Tensor | None,
+        redo: Tensor | None = None,
+        kept: list[Tensor] | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, list[Tensor]]:
+        """One imagined transition of every row: action, hidden state after it, next state,
+        the action's log-likelihood and its word choices (see :meth:`_act`)."""
+        action, hidden, log_likelihood, choices = self._act(seq, current, previous, redo, kept)
+        heads = self.model.with_context(hidden, current, action)
+        next_state = self.model.next_state(heads, current)
+        if self.integer_states:
+            next_state = next_state.round()
+        return action, hidden, next_state, log_likelihood, choices
 
     def _choose(self, prediction: Tensor) -> Tensor:
         if not self.discrete:
@@ -237,19 +296,31 @@ class Imaginer:
         diverged = [False] * n
         illegal = [False] * n
         log_likelihood = np.zeros(n)
+        redrawn = np.zeros(n, dtype=np.int64)
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
         previous: Tensor | None = None  # the last action in the current prompt
         for t in range(horizon):
-            action, hidden, step_log_likelihood = self._act(seq, current, previous)
-            heads = self.model.with_context(hidden, current, action)
-            next_state = self.model.next_state(heads, current)
-            if self.integer_states:
-                next_state = next_state.round()
+            before = seq.mark()
+            action, hidden, next_state, step_log_likelihood, choices = self._step(
+                seq, current, previous
+            )
             values = next_state.cpu().numpy()
+            legal = self.legal(values) if self.legal is not None else np.ones(len(values), bool)
+            for _ in range(self.illegal_retries):
+                if legal.all():
+                    break
+                redo = torch.as_tensor(~legal)
+                for row in np.flatnonzero(~legal):
+                    redrawn[int(active[row])] += 1
+                seq.rewind(before)
+                action, hidden, next_state, step_log_likelihood, choices = self._step(
+                    seq, current, previous, redo, choices
+                )
+                values = next_state.cpu().numpy()
+                legal = self.legal(values)
             chosen = action.cpu().numpy()
             step_ll = step_log_likelihood.cpu().numpy()
-            legal = self.legal(values) if self.legal is not None else np.ones(len(values), bool)
             finished = []
             for row, index in enumerate(active.tolist()):
                 actions[index].append(chosen[row])
@@ -295,6 +366,7 @@ class Imaginer:
                 diverged[i],
                 illegal[i],
                 float(log_likelihood[i]),
+                int(redrawn[i]),
             )
             for i, spec in enumerate(specs)
         ]

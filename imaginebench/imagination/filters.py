@@ -11,7 +11,8 @@ Steps, in the order a candidate rollout meets them:
    quantile of the real data's successful episode lengths (capped by the level's limit), so a
    rollout that has missed its goal does not drift for the whole episode limit;
 2. **legality** (``reject_illegal``): a rollout stops at its first state that breaks the
-   domain's rules and is dropped;
+   domain's rules and is dropped; with ``illegal_retries`` the action that led there is first
+   redrawn from the LM up to that many times (rules judge each draw; nothing is repaired);
 3. **success** (``require_success``): a rollout is kept only if its imagined states satisfy
    its own instruction;
 4. **best of N** (``best_of``): N sampled candidates per episode; the kept one is the most
@@ -42,6 +43,8 @@ class FilterConfig:
             horizon (``None``: the level's episode limit, or the command's ``horizon``).
         horizon_scale: the horizon is ``ceil(horizon_scale * quantile)``.
         reject_illegal: stop and drop rollouts at their first illegal state.
+        illegal_retries: before stopping, redraw the action that led to an illegal state up
+            to this many times (needs ``reject_illegal`` and sampled discrete actions).
         require_success: keep only rollouts that satisfy their own instruction.
         best_of: sampled candidates per episode (``> 1`` needs sampled decoding).
     """
@@ -49,6 +52,7 @@ class FilterConfig:
     horizon_quantile: float | None = None
     horizon_scale: float = 2.0
     reject_illegal: bool = False
+    illegal_retries: int = 0
     require_success: bool = False
     best_of: int = 1
 
@@ -57,6 +61,10 @@ class FilterConfig:
             raise ValueError(f"horizon_quantile must be in (0, 1], got {self.horizon_quantile}")
         if self.horizon_scale <= 0:
             raise ValueError(f"horizon_scale must be > 0, got {self.horizon_scale}")
+        if self.illegal_retries < 0:
+            raise ValueError(f"illegal_retries must be >= 0, got {self.illegal_retries}")
+        if self.illegal_retries and not self.reject_illegal:
+            raise ValueError("illegal_retries redraws illegal steps: set reject_illegal too")
         if self.best_of < 1:
             raise ValueError(f"best_of must be >= 1, got {self.best_of}")
 
@@ -64,7 +72,8 @@ class FilterConfig:
 @dataclass
 class FilterCounts:
     """Candidate rollouts removed by each step (each by the first step that rejects it), and
-    the episodes kept and dropped (an episode is dropped when no candidate survives)."""
+    the episodes kept and dropped (an episode is dropped when no candidate survives), and
+    the actions redrawn because they led to an illegal state (all candidates)."""
 
     candidates: int = 0
     diverged: int = 0
@@ -73,6 +82,7 @@ class FilterCounts:
     less_likely: int = 0
     episodes_kept: int = 0
     episodes_dropped: int = 0
+    redrawn_actions: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -98,7 +108,9 @@ def select(
     best_of = config.best_of
     if len(candidates) % best_of:
         raise ValueError(f"{len(candidates)} candidates are not groups of {best_of}")
-    counts = FilterCounts(candidates=len(candidates))
+    counts = FilterCounts(
+        candidates=len(candidates), redrawn_actions=sum(r.redrawn for r in candidates)
+    )
     kept: list[ImaginedRollout] = []
     for first in range(0, len(candidates), best_of):
         passing = []

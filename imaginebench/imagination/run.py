@@ -109,7 +109,9 @@ def imagine_level(
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
-    imaginer = Imaginer(module, decoding, seed, spec.integer_states, legal)
+    imaginer = Imaginer(
+        module, decoding, seed, spec.integer_states, legal, filters.illegal_retries
+    )
     imagined = imaginer.imagine(candidates, horizon, progress=progress)
     seconds = time.perf_counter() - started
     kept, counts = select(imagined, filters)
@@ -189,7 +191,9 @@ def parse_arguments(argv: list[str]) -> dict:
 def main(argv: list[str]) -> int:
     """``imaginebench imagine -c configs/imagine_<domain>.yaml --level <level> [...]``."""
     dataset, report = imagine_level(**parse_arguments(argv))
-    removed = dataset.provenance["filtered"]
+    removed = dict(dataset.provenance["filtered"])
+    redrawn = removed.pop("redrawn_actions")
     print("filters removed (candidates): " + ", ".join(f"{k} {v}" for k, v in removed.items()))
+    print(f"actions redrawn after an illegal imagined state: {redrawn}")
     print(format_table([report]))
     return 0
