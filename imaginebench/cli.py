@@ -1,7 +1,7 @@
 """The ``imaginebench`` command line.
 
 ``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
-``info`` and ``import-kalm`` manage datasets.
+``info``, ``import-kalm`` and ``export-minari`` / ``import-minari`` manage datasets.
 """
 
 from __future__ import annotations
@@ -58,6 +58,52 @@ def _import_kalm(args: argparse.Namespace) -> int:
     )
     save_dataset(dataset, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
+    print(dataset.summary())
+    return 0
+
+
+def _export_minari(args: argparse.Namespace) -> int:
+    from imaginebench.data.format import load_dataset
+    from imaginebench.data.minari_io import (
+        MinariMissingError,
+        default_datasets_root,
+        export_minari,
+    )
+    from imaginebench.data.shipped import resolve_data_path
+
+    root = Path(args.out if args.out is not None else default_datasets_root())
+    root = root.expanduser().absolute()
+    try:
+        path = resolve_data_path(args.file)
+        target = export_minari(
+            load_dataset(path),
+            root,
+            dataset_id=args.dataset_id,
+            env_level=args.env_level,
+            overwrite=args.overwrite,
+            source_name=str(path),
+        )
+    except MinariMissingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    dataset_id = target.relative_to(root).as_posix()
+    print(f"wrote Minari dataset {dataset_id} to {target}")
+    print(f"minari.load_dataset({dataset_id!r}) finds it with MINARI_DATASETS_PATH={root}")
+    return 0
+
+
+def _import_minari(args: argparse.Namespace) -> int:
+    from imaginebench.data.format import save_dataset
+    from imaginebench.data.minari_io import MinariMissingError, import_minari
+
+    out = check_output_path(args.out, args.overwrite)
+    try:
+        dataset = import_minari(args.dataset, args.root)
+    except MinariMissingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    save_dataset(dataset, out, overwrite=args.overwrite)
+    print(f"wrote {out}")
     print(dataset.summary())
     return 0
 
@@ -178,6 +224,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
+
+    p = sub.add_parser(
+        "export-minari",
+        help="write a dataset file as a Minari dataset (needs: pip install "
+        "'imaginebench[minari]'); per-episode instruction, task, level, source and success go "
+        "into the episode metadata, see docs/dataset_format.md",
+    )
+    p.add_argument("file", help="the .h5 dataset file (or shipped:<domain>/<file>)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="Minari datasets folder that receives the dataset (default: $MINARI_DATASETS_PATH, "
+        "else ~/.minari/datasets); minari.load_dataset finds it with MINARI_DATASETS_PATH=DIR",
+    )
+    p.add_argument(
+        "--dataset-id",
+        default=None,
+        help="Minari id (default: imaginebench/<domain>-<level|mixed>-<source|mixed>-v0)",
+    )
+    p.add_argument(
+        "--env-level",
+        default=None,
+        choices=LEVELS,
+        help="level of the environment in the env spec (default: the episodes' level; "
+        "required when they span several)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset")
+    p.set_defaults(func=_export_minari)
+
+    p = sub.add_parser(
+        "import-minari",
+        help="convert a Minari dataset written by export-minari back into a dataset file "
+        "(datasets from elsewhere lack instructions and task specs and are refused)",
+    )
+    p.add_argument("dataset", help="a Minari dataset id (under --root) or a dataset folder")
+    p.add_argument(
+        "--root",
+        default=None,
+        help="Minari datasets folder (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)",
+    )
+    p.add_argument("--out", required=True, help="output .h5 path")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(func=_import_minari)
 
     p = sub.add_parser(
         "train-expert", help="train a domain's learned expert skills by online SAC (halfcheetah)"
