@@ -22,6 +22,7 @@ from imaginebench.data.format import (
 )
 from imaginebench.data.minari_io import export_minari, import_minari
 from imaginebench.data.shipped import SHIPPED_ROOT
+from imaginebench.envs import make
 
 ARRAYS = (
     "states",
@@ -104,6 +105,15 @@ def test_round_trip_preserves_every_array_and_string(
     # a dataset folder works as well as an id, and the Python API gives the same
     assert_same(load_dataset(files[name]), import_minari(root / dataset_id))
     assert not list(root.glob(".*")), "no staging folder is left behind"
+    # the dataset's observation space holds its states: the environment's, unless (imagined)
+    # states leave it
+    md = minari.MinariDataset(root / dataset_id / "data")
+    states = load_dataset(files[name]).states
+    outside = md.storage.metadata["imaginebench"]["states_outside_env_space"]
+    assert all(md.observation_space.contains(row) for row in states)
+    assert (outside > 0) == (name == "mixed")
+    env_space = make(load_dataset(files[name]).domain).observation_space
+    assert (md.observation_space == env_space) == (name != "mixed")
 
 
 def test_mixed_levels_need_an_env_level(files: dict[str, Path], tmp_path: Path, capsys) -> None:

@@ -14,6 +14,8 @@
   ids come back identical) go into the dataset metadata under ``"imaginebench"``;
 * the environment spec is the domain's gymnasium id with ``kwargs={"level": level}``, so
   ``minari.load_dataset(id).recover_environment()`` builds the environment of that level.
+* the dataset's observation / action space is the environment's, or the same ``Box`` without
+  bounds when some rows lie outside it (imagined states can).
 
 A Minari dataset that was not written by :func:`export_minari` has no instructions or task specs,
 which our format requires; :func:`import_minari` refuses it and says what is missing.
@@ -174,6 +176,21 @@ def _check_spaces(src: str, ds: RolloutDataset, obs_space: Any, act_space: Any) 
         )
 
 
+def _space_holding(space: Any, rows: np.ndarray) -> tuple[Any, int]:
+    """``space`` and 0 if it holds every row, else the same Box without bounds and the number of
+    rows outside (the dataset's space must hold its data; imagined states may leave the env's)."""
+    import gymnasium as gym
+
+    if not isinstance(space, gym.spaces.Box) or not len(rows):
+        return space, 0
+    flat = rows.reshape(len(rows), -1)
+    inside = (flat >= space.low.reshape(-1)) & (flat <= space.high.reshape(-1))
+    outside = int(np.count_nonzero(~inside.all(axis=1)))
+    if not outside:
+        return space, 0
+    return gym.spaces.Box(-np.inf, np.inf, space.shape, space.dtype), outside
+
+
 def _episode_slices(ds: RolloutDataset) -> Iterator[tuple[int, slice, slice]]:
     off = np.asarray(ds.episode_offsets, dtype=np.int64)
     for i in range(len(ds)):
@@ -263,6 +280,8 @@ def export_minari(
     finally:
         env.close()
     _check_spaces(source_name, ds, obs_space, act_space)
+    obs_space, obs_outside = _space_holding(obs_space, ds.states)
+    act_space, act_outside = _space_holding(act_space, ds.actions)
 
     buffers = [
         EpisodeBuffer(
@@ -295,6 +314,10 @@ def export_minari(
         "instructions": list(ds.instructions),
         "tasks": list(ds.tasks),
         "env_level": env_level,
+        # rows outside the environment's space (imagined states can be): the dataset's space
+        # is then the environment's Box without bounds
+        "states_outside_env_space": obs_outside,
+        "actions_outside_env_space": act_outside,
         "episode_metadata_keys": list(EPISODE_METADATA_KEYS),
         "exported": {
             "from": source_name,
@@ -313,6 +336,15 @@ def export_minari(
         "(dataset.storage.get_episode_metadata([i])); the rollout file's domain, action spec "
         f"and provenance are in the dataset metadata under '{METADATA_KEY}'."
     )
+    for what, n, total in (
+        ("states", obs_outside, len(ds.states)),
+        ("actions", act_outside, len(ds.actions)),
+    ):
+        if n:
+            description += (
+                f" {n} of {total} {what} lie outside the environment's space, so the dataset's "
+                "space is unbounded."
+            )
     generator = ds.provenance.get("generator")
 
     root.mkdir(parents=True, exist_ok=True)
