@@ -262,8 +262,9 @@ def export_minari(
     levels = _names(ds.episode_level, LEVELS)
     if env_level is None:
         if len(levels) != 1:
+            what = f"the episodes span the levels {levels}" if levels else "it has no episodes"
             raise ValueError(
-                f"{source_name}: the episodes span the levels {levels}; pass --env-level "
+                f"{source_name}: {what}; pass --env-level "
                 "(env_level=) to choose the level of the environment in the Minari env spec "
                 "(every episode keeps its own level in its metadata)"
             )
