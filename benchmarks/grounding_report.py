@@ -29,6 +29,21 @@ TERMS = (
 )
 
 
+def _training_minutes(steps: np.ndarray, wall: np.ndarray) -> tuple[float, int]:
+    """Minutes of training of a logged run and how often it was resumed. Time between
+    logged points counts; a gap at a resume (the step goes back or stays, or a pause longer
+    than ten times the usual interval) counts as the usual time per step instead."""
+    order = np.argsort(wall, kind="stable")
+    steps, wall = steps[order], wall[order]
+    step_gaps, time_gaps = np.diff(steps), np.diff(wall)
+    per_step = time_gaps[step_gaps > 0] / step_gaps[step_gaps > 0]
+    usual = float(np.median(per_step)) if len(per_step) else 0.0
+    paused = (step_gaps <= 0) | (time_gaps > 10 * usual * np.maximum(step_gaps, 1))
+    seconds = time_gaps[~paused].sum() + usual * np.clip(step_gaps[paused], 0, None).sum()
+    seconds += usual * (steps[0] + 1)  # before the first logged point
+    return float(seconds) / 60, int((step_gaps <= 0).sum() + (paused & (step_gaps > 0)).sum())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", default="clevr")
@@ -56,7 +71,7 @@ def main() -> None:
 
     train_terms = [t for t in TERMS if f"train/{t}" in scalars]  # the run's own terms
     steps, _, wall = series("train/loss")
-    minutes = (wall[-1] - wall[0]) / 60 * (steps[-1] + 1) / max(steps[-1] - steps[0], 1)
+    minutes, resumes = _training_minutes(steps, wall)
     lines = [
         "| steps | " + " | ".join(f"train {t}" for t in train_terms) + " |",
         "|---|" + "---|" * len(train_terms),
@@ -98,7 +113,8 @@ def main() -> None:
             f"MLP width {model.get('state_adapter_hidden', 0)}; {int(steps[-1]) + 1} steps of "
             f"{data['batch_size']} sequences, task weights {data['task_weights']}, lr "
             f"{model['lr']} (adapters {model['adapter_lr']}); seed {config['seed_everything']}. "
-            f"Wall-clock: {minutes:.0f} min of training.",
+            f"Wall-clock: {minutes:.0f} min of training"
+            + (f" over {resumes + 1} runs (resumed from checkpoints)." if resumes else "."),
             "",
             "`state_mae` is the mean absolute error of the supervised predicted states (every "
             "state after a rollout's first) in data units; `action_ce` the negative "
