@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from imaginebench.modules.online_sac import OnlineSACConfig, train_online_sac
+from imaginebench.experts.online_sac import OnlineSACConfig, train_online_sac
 
 
 class Bandit:
