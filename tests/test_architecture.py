@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +115,61 @@ def test_loading_a_grounding_checkpoint_allows_its_collect_config():
         "assert collect.CollectConfig in torch.serialization.get_safe_globals()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+# -- documented arguments ----------------------------------------------------------------------
+def documented_args(cls: type) -> dict[str, str]:
+    """The ``Args:`` section of ``cls``'s docstring: argument name -> its description."""
+    lines = inspect.cleandoc(cls.__doc__ or "").splitlines()
+    if "Args:" not in lines:
+        return {}
+    entries: dict[str, str] = {}
+    name = None
+    for line in lines[lines.index("Args:") + 1 :]:
+        if line and not line.startswith("    "):
+            break
+        entry = re.match(r"    (\*{0,2}\w+)(?: \([^)]*\))?:(.*)", line)
+        if entry:
+            name = entry.group(1)
+            entries[name] = entry.group(2)
+        elif name is not None:
+            entries[name] += " " + line.strip()
+    return entries
+
+
+def _parameters(function: Any) -> dict[str, inspect.Parameter]:
+    return {k: v for k, v in inspect.signature(function).parameters.items() if k != "self"}
+
+
+def _algorithm_classes() -> list[type]:
+    from imaginebench.modules.grounding import GroundingModule
+    from imaginebench.modules.offline import ALGORITHMS, OfflineRLModule
+
+    classes = {cls for pair in ALGORITHMS.values() for cls in pair if cls is not None}
+    return sorted(classes | {OfflineRLModule, GroundingModule}, key=lambda cls: cls.__name__)
+
+
+@pytest.mark.parametrize("cls", _algorithm_classes(), ids=lambda cls: cls.__name__)
+def test_documented_args_match_the_signature(cls):
+    """Every documented argument exists (forwarded ``**kwargs`` reach the base classes'
+    ``__init__``), and every named ``__init__`` argument is documented."""
+    own = _parameters(cls.__init__)
+    variadic = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+    inherited = {
+        name
+        for base in cls.__mro__[1:]
+        if "__init__" in base.__dict__ and base is not object
+        for name in _parameters(base.__init__)
+    }
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own.values())
+    accepted = set(own) | (inherited if takes_kwargs else set())
+    documented = documented_args(cls)
+    assert documented, f"{cls.__name__} documents no Args"
+    for name, text in documented.items():
+        if name.startswith("*"):
+            forwarded = set(re.findall(r"``(\w+)``", text))
+            assert forwarded <= inherited, f"{cls.__name__} {name}: {forwarded - inherited}"
+        else:
+            assert name in accepted, f"{cls.__name__} documents {name!r}, not an argument"
+    named = {name for name, p in own.items() if p.kind not in variadic}
+    assert named <= set(documented), f"{cls.__name__}: undocumented {named - set(documented)}"

@@ -112,7 +112,7 @@ class COMBO(CQL):
         rollout_every: updates between rollout rounds.
         model_buffer_size: capacity of the model buffer (FIFO).
         **kwargs: the SAC arguments of :class:`SAC` (``gamma``, ``tau``,
-            ``initial_temperature``, ``target_entropy``, ``seed``, ``undiscounted_td_bug``)
+            ``initial_temperature``, ``target_entropy``, ``sampling_seed``, ``undiscounted_td_bug``)
             and those of :class:`OfflineRLModule`.
     """
 

@@ -111,7 +111,7 @@ class CQL(SAC):
         conservative_weight: weight of the CQL regulariser (paper: 5 or 10).
         num_sampled_actions: uniform and policy actions per state for the logsumexp.
         **kwargs: the SAC arguments of :class:`SAC` (``gamma``, ``tau``,
-            ``initial_temperature``, ``target_entropy``, ``seed``, ``undiscounted_td_bug``)
+            ``initial_temperature``, ``target_entropy``, ``sampling_seed``, ``undiscounted_td_bug``)
             and those of :class:`OfflineRLModule`.
     """
 

@@ -49,7 +49,7 @@ class PRDC(TD3BC):
         alpha: weight of the Q term relative to the dataset constraint.
         workers: threads of each KD-tree query (-1: all cores).
         **kwargs: the TD3 arguments of :class:`TD3BC` (``actor_lr``, ``critic_lr``, ``gamma``,
-            ``tau``, ``policy_noise``, ``noise_clip``, ``policy_freq``, ``seed``,
+            ``tau``, ``policy_noise``, ``noise_clip``, ``policy_freq``, ``sampling_seed``,
             ``undiscounted_td_bug``) and those of :class:`OfflineRLModule`.
     """
 
