@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from imaginebench.config import load_config_file
 from imaginebench.data.format import load_dataset, save_dataset
 from imaginebench.datamodules import CollectConfig, GroundingDataModule
 from imaginebench.envs import get_domain
@@ -778,7 +779,7 @@ def test_lm_layers_keeps_the_first_pretrained_blocks():
 def test_collect_config_is_shared_with_the_rl_configs(domain):
     """The grounding fine-tune reads the same real data as the offline RL runs."""
     grounding = yaml.safe_load((ROOT / "configs" / f"grounding_{domain}.yaml").read_text())
-    rl = yaml.safe_load((ROOT / "configs" / f"bc_{domain}.yaml").read_text())
+    rl = load_config_file(ROOT / "configs" / f"bc_{domain}.yaml")
     assert CollectConfig(**grounding["data"]["init_args"]["collect"]) == CollectConfig(
         **rl["data"]["init_args"]["collect"]
     )
