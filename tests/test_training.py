@@ -144,6 +144,7 @@ def _small_config(
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_paths):
     from imaginebench.data.format import load_dataset
@@ -181,6 +182,7 @@ def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_paths):
         assert tuple(level["ci95"]) == wilson_interval(level["successes"], 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_shipped_configs_parse(config):
     out = subprocess.run(
