@@ -18,7 +18,7 @@ from imaginebench.config import load_config_file
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import RolloutDataset, load_dataset
 from imaginebench.data.shipped import SHIPPED_ROOT
-from imaginebench.datamodules.real_imaginary import (
+from imaginebench.datamodules.sources import (
     default_cache_dir,
     ensure_real_dataset,
     real_dataset_path,

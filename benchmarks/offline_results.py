@@ -42,7 +42,7 @@ import numpy as np
 from imaginebench.callbacks.evaluation import evaluate_level
 from imaginebench.config import load_config_file
 from imaginebench.data.collect import CollectConfig
-from imaginebench.datamodules.real_imaginary import default_cache_dir, ensure_real_dataset
+from imaginebench.datamodules.sources import default_cache_dir, ensure_real_dataset
 from imaginebench.envs import DOMAINS, get_domain, make
 from imaginebench.envs.base import LEVELS
 

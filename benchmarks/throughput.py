@@ -20,9 +20,10 @@ Batches of 256 transitions drawn uniformly.
 
 * ``ours``: ``lightning.Trainer(max_steps=W+N)`` fitting the module; a callback times the N steps
   after W warm-up steps (batch sampling, Lightning's loop, update). Discrete algorithms use
-  ``RealImaginaryDataModule(ratio=0)``; continuous ones a minimal data module serving the
-  continuous transitions with the same ``TransitionBuffer``, ``MixedBatches`` stream and stacking
-  (``RealImaginaryDataModule`` checks the actions against the discrete CLEVR environment).
+  ``RealImaginaryDataModule(ratio=0)``; continuous ones its environment-free core,
+  ``RolloutDataModule(ratio=0)``, over the continuous transitions (same buffer, stream and
+  stacking; ``RealImaginaryDataModule`` checks the actions against the discrete CLEVR
+  environment).
   ``ours`` uses the data module's default of 8 updates per Lightning step
   (``updates_per_batch``); ``ours-k1`` hands over one batch per step.
 * ``bare``: a plain loop over the same in-memory tensors with the same network classes and
@@ -325,47 +326,13 @@ def make_module(algo: str, state_dim: int, action_spec: dict, hp: Hyper) -> Any:
 
 
 def buffer_datamodule(data: Data, hp: Hyper, seed: int, k: int) -> Any:
-    """The continuous transitions served like ``RealImaginaryDataModule(ratio=0)``."""
-    import lightning as L
+    """The continuous transitions served like ``RealImaginaryDataModule(ratio=0)``: its
+    environment-free core over the in-memory dataset."""
+    from imaginebench.datamodules import RolloutDataModule
 
-    from imaginebench.datamodules.buffer import TransitionBuffer
-    from imaginebench.datamodules.real_imaginary import (
-        MixedBatches,
-        RealImaginaryDataModule,
-        _stacked,
+    return RolloutDataModule(
+        data.dataset, ratio=0.0, batch_size=hp.batch_size, seed=seed, updates_per_batch=k
     )
-
-    class BufferDataModule(L.LightningDataModule):
-        transfer_batch_to_device = RealImaginaryDataModule.transfer_batch_to_device  # no copy
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.state_dim, self.action_spec = data.state_dim, data.action_spec
-            self.instructions = list(data.instructions)
-            index = {s: i for i, s in enumerate(self.instructions)}
-            ids = np.array([index[s] for s in data.dataset.instructions], dtype=np.int64)
-            self.real = TransitionBuffer.from_dataset(data.dataset, ids)
-            self.imaginary = None
-
-        def setup(self, stage: str | None = None) -> None:
-            """Loaded in ``__init__``."""
-
-        def train_dataloader(self) -> Any:
-            module = self
-
-            class Stream:
-                def __iter__(self) -> Iterator[Any]:
-                    trainer = module.trainer
-                    start = trainer.global_step if trainer is not None else 0
-                    batches = MixedBatches(module.real, None, hp.batch_size, 0, seed, start)
-                    if k == 1:
-                        return iter(batches)
-                    # the data module's own one-pass gathering of k batches
-                    return _stacked(batches, k, trainer.max_steps if trainer is not None else -1)
-
-            return Stream()
-
-    return BufferDataModule()
 
 
 def run_ours(
@@ -1513,8 +1480,8 @@ def main() -> None:
             '* **ours**: `lightning.Trainer(max_steps=W+N, accelerator="cpu", logger=False, '
             "enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)` "
             "fitting the module: discrete algorithms with `RealImaginaryDataModule(ratio=0.0, "
-            "batch_size=256)`, continuous ones with a minimal data module over the continuous "
-            "transitions that uses the same `TransitionBuffer` and `MixedBatches` stream. A callback "
+            "batch_size=256)`, continuous ones with its environment-free core `RolloutDataModule("
+            "ratio=0.0, batch_size=256)` over the continuous transitions. A callback "
             "takes the time at the end of step W and at the end of step W+N, so the N timed steps "
             "include batch sampling, Lightning's loop and hooks, and `training_step` (state "
             "normalisation, embedding lookup, losses, one backward, `Adam(foreach=True)` step, "

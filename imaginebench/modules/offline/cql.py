@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import DiscreteHead, StateInstructionEncoder
 from imaginebench.modules.offline.base import LossParts, OfflineRLModule
 from imaginebench.modules.offline.sac import SAC
@@ -65,7 +66,7 @@ class DiscreteCQL(OfflineRLModule):
         self.q = DiscreteHead(trunk, self.num_actions)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
         q_all = self.q(s, instr)
         q_data = q_all.gather(1, batch["action"][:, None]).squeeze(1)
@@ -183,5 +184,5 @@ class CQL(SAC):
             "q_data": q_data_mean,
         }
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         return self.conservative_sac_losses(batch)
