@@ -11,7 +11,7 @@ from imaginebench.config import as_config
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import RolloutDataset
 from imaginebench.data.shipped import resolve_data_path
-from imaginebench.datamodules.rollout import RolloutDataModule, check_ratio
+from imaginebench.datamodules.rollout import RolloutDataModule
 from imaginebench.datamodules.sources import (
     default_cache_dir,
     domain_spec,

@@ -29,11 +29,6 @@ log = logging.getLogger(__name__)
 Ratio = float | Literal["pool"]
 
 
-def check_ratio(ratio: Any) -> None:
-    if ratio != "pool" and not (isinstance(ratio, (int, float)) and 0.0 <= ratio <= 1.0):
-        raise ValueError(f"ratio must be in [0, 1] or 'pool', got {ratio!r}")
-
-
 class RolloutDataModule(L.LightningDataModule):
     """Real and imaginary datasets in memory, served as training batches in which a fraction
     ``ratio`` comes from the imaginary pool.
@@ -72,7 +67,8 @@ class RolloutDataModule(L.LightningDataModule):
         updates_per_batch: int = 8,
     ) -> None:
         super().__init__()
-        check_ratio(ratio)
+        if ratio != "pool" and not (isinstance(ratio, (int, float)) and 0.0 <= ratio <= 1.0):
+            raise ValueError(f"ratio must be in [0, 1] or 'pool', got {ratio!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if updates_per_batch < 1:
