@@ -30,7 +30,8 @@ from torch import nn
 
 from imaginebench.data.collect import CollectConfig
 from imaginebench.datamodules import GroundingDataModule
-from imaginebench.envs import get_domain, make
+from imaginebench.envs import make
+from imaginebench.experts import make_expert
 from imaginebench.modules.backbone import InstructionEncoder, resolve_encoder_path
 
 
@@ -51,7 +52,7 @@ def expert_floor(dm: GroundingDataModule, episodes: torch.Tensor, epsilon: float
     replaying each distinct held-out rollout (wordings share one) in the simulator; ``None``
     if the domain's expert does not expose its distribution."""
     data = dm.dataset
-    expert = get_domain(dm.domain).make_expert(epsilon=epsilon, seed=0)
+    expert = make_expert(dm.domain, epsilon=epsilon, seed=0)
     if not hasattr(expert, "action_probabilities"):
         return None
     env = make(dm.domain, "train").unwrapped

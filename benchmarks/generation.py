@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import imaginebench.data.collect  # noqa: F401  (allows a checkpoint's CollectConfig)
 from imaginebench.envs import get_domain
 from imaginebench.imagination import DecodingConfig, Imaginer
 from imaginebench.imagination.decoder import _Sequences

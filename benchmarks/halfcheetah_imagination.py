@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from imaginebench.config import load_config_file
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import RolloutDataset, load_dataset
 from imaginebench.data.shipped import SHIPPED_ROOT
-from imaginebench.datamodules.real_imaginary import (
+from imaginebench.datamodules.sources import (
     default_cache_dir,
     ensure_real_dataset,
     real_dataset_path,
@@ -85,7 +85,7 @@ def main() -> None:
         "--out", default=str(ROOT / "docs" / "results" / "halfcheetah_imagination.md")
     )
     args = parser.parse_args()
-    config = yaml.safe_load((ROOT / "configs" / "bc_halfcheetah.yaml").read_text())
+    config = load_config_file(ROOT / "configs" / "bc_halfcheetah.yaml")
     collect = CollectConfig(**config["data"]["init_args"]["collect"])
     real_path = real_dataset_path("halfcheetah", None, collect, default_cache_dir())
     ensure_real_dataset("halfcheetah", real_path, collect)

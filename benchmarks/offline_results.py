@@ -38,11 +38,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from imaginebench.callbacks.evaluation import evaluate_level
+from imaginebench.config import load_config_file
 from imaginebench.data.collect import CollectConfig
-from imaginebench.datamodules.real_imaginary import default_cache_dir, ensure_real_dataset
+from imaginebench.datamodules.sources import default_cache_dir, ensure_real_dataset
 from imaginebench.envs import DOMAINS, get_domain, make
 from imaginebench.envs.base import LEVELS
 
@@ -93,7 +93,7 @@ def second_stream(
 
 def has_sampling_seed(config: Path) -> bool:
     """Whether the config's module draws training noise from its own seeded stream."""
-    module, name = yaml.safe_load(config.read_text())["model"]["class_path"].rsplit(".", 1)
+    module, name = load_config_file(config)["model"]["class_path"].rsplit(".", 1)
     cls = getattr(importlib.import_module(module), name)
     return any(
         "sampling_seed" in inspect.signature(klass.__init__).parameters
@@ -116,7 +116,7 @@ def run(
 ) -> dict | None:
     config = ROOT / "configs" / f"{algo}_{domain}.yaml"
     save_dir = out_dir / "runs" / tag
-    name = yaml.safe_load(config.read_text())["trainer"]["logger"]["init_args"]["name"]
+    name = load_config_file(config)["trainer"]["logger"]["init_args"]["name"]
     result_file = save_dir / name / f"seed{seed}" / "results.json"
     if (reuse or existing_only) and result_file.exists():
         return json.loads(result_file.read_text())
@@ -260,7 +260,7 @@ def main() -> None:
                 + f" | {minutes} |"
             )
             print(rows[-1], flush=True)
-    config = yaml.safe_load((ROOT / "configs" / f"{args.algos[0]}_{domain}.yaml").read_text())
+    config = load_config_file(ROOT / "configs" / f"{args.algos[0]}_{domain}.yaml")
     collect = dict(config["data"]["init_args"]["collect"])
     collect["episodes"] = args.real_episodes or collect["episodes"]
     limits, chance = [], []

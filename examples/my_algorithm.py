@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import DiscreteHead, StateInstructionEncoder
 from imaginebench.modules.offline.base import LossParts, OfflineRLModule, soft_update
 
@@ -74,7 +75,7 @@ class DiscreteAWAC(OfflineRLModule):
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.actor = DiscreteHead(trunk(), self.num_actions)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
         index = batch["action"][:, None]
         q_all = self.q(s, instr)

@@ -148,8 +148,8 @@ def _train_expert(args: argparse.Namespace) -> int:
         )
     import torch
 
-    from imaginebench.envs.halfcheetah.expert import SKILLS, train_skill
-    from imaginebench.modules.online_sac import OnlineSACConfig
+    from imaginebench.experts.halfcheetah import SKILLS, train_skill
+    from imaginebench.experts.online_sac import OnlineSACConfig
 
     torch.set_num_threads(args.threads)
     skills = list(SKILLS) if args.skill == "all" else [args.skill]

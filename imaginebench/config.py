@@ -1,4 +1,5 @@
-"""Nested settings given as their config class or as a plain dict (what YAML and JSON give)."""
+"""Nested settings given as their config class or as a plain dict (what YAML and JSON give), and
+training YAMLs read with their includes resolved."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numbers
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import numpy as np
@@ -80,3 +82,33 @@ def _check_plain_type(name: str, value: Any, hint: Any) -> None:
     if not any(_fits(value, t) for t in allowed):
         expected = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
         raise ConfigError(f"{name} must be {expected}, got {type(value).__name__}: {value!r}")
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A training YAML as one dict, its ``config: <file>`` include merged in.
+
+    LightningCLI (jsonargparse) reads a ``config`` key inside a config file as another config
+    file, relative to the including file's folder; the shipped configs use it for the pieces
+    in ``configs/parts/``. This resolves the same: the included file first (its own include
+    resolved likewise), then the including file's keys, nested mappings merged key by key and
+    anything else replaced. Use it to read or rewrite a config without the CLI; the pieces and
+    the files including them share no top-level key, which is where both agree exactly.
+    """
+    import yaml
+
+    path = Path(path)
+    config = yaml.safe_load(path.read_text()) or {}
+    include = config.pop("config", None)
+    if include is None:
+        return config
+    return _merge(load_config_file(path.parent / include), config)
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,6 +1,6 @@
 """Shared test helpers: a quiet CPU trainer, random loss batches, and small synthetic
-language-conditioned tasks with a known optimum plus a data module serving their datasets the way
-:class:`~imaginebench.datamodules.RealImaginaryDataModule` serves CLEVR's.
+language-conditioned tasks with a known optimum plus a data module serving their datasets (the
+:class:`~imaginebench.datamodules.RolloutDataModule` core of the CLEVR one).
 
 The tasks: on a line, the instruction ("go left" / "head right" / ...) alone decides whether
 the agent must walk left or right; the state holds the position and two distractor features
@@ -11,18 +11,16 @@ redrawn every step. Actions: discrete ``0`` left / ``1`` right / ``2`` stay, or 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
-from tensordict import TensorDict
 
 from imaginebench.data.format import Episode, RolloutDataset
-from imaginebench.datamodules.buffer import TransitionBuffer
-from imaginebench.datamodules.real_imaginary import MixedBatches
+from imaginebench.datamodules import RolloutDataModule
 
 LEFT = ("go left", "walk to the left", "head left", "move leftwards")
 RIGHT = ("go right", "walk to the right", "head right", "move rightwards")
@@ -188,9 +186,9 @@ class LineTask:
         }
 
 
-class TaskDataModule(L.LightningDataModule):
-    """Real and imaginary datasets in memory, batches mixed at ``ratio`` with the stream of
-    :class:`MixedBatches` (a resumed run sees the batches an uninterrupted one would)."""
+class TaskDataModule(RolloutDataModule):
+    """Real and imaginary datasets in memory, batches mixed at ``ratio`` by the core data module
+    (one batch per Lightning step; a resumed run sees the batches an uninterrupted one would)."""
 
     def __init__(
         self,
@@ -200,52 +198,4 @@ class TaskDataModule(L.LightningDataModule):
         batch_size: int = 64,
         seed: int = 0,
     ) -> None:
-        super().__init__()
-        self.real_dataset, self.imaginary_dataset = real, imaginary
-        self.ratio, self.batch_size, self.seed = ratio, batch_size, seed
-        self.state_dim, self.action_spec = real.state_dim, dict(real.action_spec)
-        self.instructions: list[str] = []
-        self.real: TransitionBuffer | None = None
-        self.imaginary: TransitionBuffer | None = None
-
-    def setup(self, stage: str | None = None) -> None:
-        if self.real is not None:
-            return
-        datasets = [d for d in (self.real_dataset, self.imaginary_dataset) if d is not None]
-        table = {
-            s: i for i, s in enumerate(dict.fromkeys(s for d in datasets for s in d.instructions))
-        }
-        self.instructions = list(table)
-
-        def ids(d: RolloutDataset) -> np.ndarray:
-            return np.array([table[s] for s in d.instructions], dtype=np.int64)
-
-        self.real = TransitionBuffer.from_dataset(self.real_dataset, ids(self.real_dataset))
-        if self.imaginary_dataset is not None:
-            self.imaginary = TransitionBuffer.from_dataset(
-                self.imaginary_dataset, ids(self.imaginary_dataset)
-            )
-
-    def batches(self, start_step: int = 0) -> MixedBatches:
-        self.setup()
-        n_imaginary = round(self.batch_size * self.ratio) if self.imaginary is not None else 0
-        return MixedBatches(
-            self.real,
-            self.imaginary,
-            self.batch_size - n_imaginary,
-            n_imaginary,
-            self.seed,
-            start_step,
-        )
-
-    def train_dataloader(self) -> _FromTrainerStep:
-        return _FromTrainerStep(self)
-
-
-class _FromTrainerStep:
-    def __init__(self, datamodule: TaskDataModule) -> None:
-        self.datamodule = datamodule
-
-    def __iter__(self) -> Iterator[TensorDict]:
-        trainer = self.datamodule.trainer
-        return iter(self.datamodule.batches(trainer.global_step if trainer is not None else 0))
+        super().__init__(real, imaginary, ratio, batch_size, seed, updates_per_batch=1)

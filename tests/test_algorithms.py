@@ -72,6 +72,7 @@ def chance(clevr_data):
     ).success
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "module_cls, steps, kwargs",
     [(DiscreteBC, 2000, {}), (DiscreteCQL, 2500, {"target_update_interval": 250})],
@@ -138,6 +139,7 @@ def test_continuous_bc_regresses_the_data_actions():
     assert torch.mean((pred - batch["action"]) ** 2) < 0.01
 
 
+@pytest.mark.slow
 def test_continuous_cql_is_conservative_and_updates_every_part():
     spec = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
     m = CQL(state_dim=3, action_spec=spec, conservative_weight=5.0, sampling_seed=0)
@@ -190,15 +192,6 @@ def test_act_validates_inputs(clevr_data):
 # ------------------------------------------------------------------ BCQ, TD3+BC, IQL, PRDC, COMBO
 
 CONTINUOUS = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
-
-
-@pytest.fixture
-def one_thread():
-    """Small networks: one intra-op thread is faster, and robust to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.usefixtures("one_thread")

@@ -7,10 +7,10 @@ from imaginebench.cli import main
 from imaginebench.data.collect import collect
 from imaginebench.data.format import load_dataset
 from imaginebench.envs import get_domain, make
-from imaginebench.envs.babyai.expert import BabyAIExpert, navigate
 from imaginebench.envs.babyai.tasks import PutLine, PutNext, PutPile
 from imaginebench.envs.babyai.world import CLOSED, LOCKED, OPEN, Action, compose_state, transition
 from imaginebench.envs.base import EpisodeSpec
+from imaginebench.experts.babyai import BabyAIExpert, navigate
 from imaginebench.imagination.quality import quality_report
 
 

@@ -26,17 +26,11 @@ UNRELATED = "open the drawer"
 SENTENCES = [CLOSE_A, CLOSE_B, UNRELATED]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: on a busy 2-core machine two threads make BERT ~30x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread_per_module")
 
 
 @pytest.fixture(scope="module")
-def encoder(one_thread):
+def encoder(one_thread_per_module):
     """The default all-MiniLM-L6-v2 encoder, loaded once with the hub switched off."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")

@@ -96,10 +96,11 @@ def test_render_rgb_frame():
     assert frame.std() > 5  # not a blank image: table and coloured balls
 
 
+@pytest.mark.slow
 def test_expert_action_probabilities_are_the_distribution_it_acts_from():
     """The expert's stated distribution equals the frequencies of its actions in one state
     (ties broken at random, epsilon exploration uniform), and it sums to one."""
-    from imaginebench.envs.clevr.expert import ClevrExpert
+    from imaginebench.experts.clevr import ClevrExpert
 
     env = gym.make("imaginebench/CLEVR-v0", level="train").unwrapped
     env.reset(seed=3)

@@ -51,6 +51,7 @@ def test_bad_arguments():
         collect("clevr", "train", 0, seed=0, progress=False)
 
 
+@pytest.mark.slow
 def test_cli_collect_info_and_overwrite_protection(tmp_path, capsys):
     out = tmp_path / "real.h5"
     args = [

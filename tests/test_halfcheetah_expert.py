@@ -9,9 +9,12 @@ import pytest
 import torch
 
 from imaginebench.data.shipped import verify_manifest
-from imaginebench.envs import get_domain, make
+from imaginebench.envs import make
 from imaginebench.envs.halfcheetah.env import episode_rewards
-from imaginebench.envs.halfcheetah.expert import (
+from imaginebench.envs.halfcheetah.physics import DT, ROOTZ, clearance, set_state
+from imaginebench.envs.halfcheetah.tasks import Jump, JumpInPlace, Run, Shuttle
+from imaginebench.experts import make_expert
+from imaginebench.experts.halfcheetah import (
     MANIFEST,
     SKILLS,
     WEIGHTS_DIR,
@@ -22,9 +25,7 @@ from imaginebench.envs.halfcheetah.expert import (
     save_actor,
     skill_for,
 )
-from imaginebench.envs.halfcheetah.physics import DT, ROOTZ, clearance, set_state
-from imaginebench.envs.halfcheetah.tasks import Jump, JumpInPlace, Run, Shuttle
-from imaginebench.modules.online_sac import OnlineSACConfig, make_agent
+from imaginebench.experts.online_sac import OnlineSACConfig, make_agent
 
 
 def _states_with_dx(dx: list[float]) -> np.ndarray:
@@ -112,7 +113,7 @@ def test_shipped_weights_match_their_manifest():
 )
 def test_shipped_expert_solves_every_task(task):
     env = make("halfcheetah", "hard").unwrapped
-    expert = get_domain("halfcheetah").make_expert(seed=0)
+    expert = make_expert("halfcheetah", seed=0)
     assert isinstance(expert, HalfCheetahExpert)
     solved = 0
     for seed in range(3):
@@ -130,7 +131,7 @@ def test_training_runs_are_paced_below_the_faster_runs(direction):
     """The training tasks' runs reach 7 m at step 99 without ever running at the 8.5 m pace of
     "faster" (so the real data shows no faster run); the faster runs do run at that pace."""
     env = make("halfcheetah", "easy", max_episode_steps=99).unwrapped
-    expert = get_domain("halfcheetah").make_expert(seed=0)
+    expert = make_expert("halfcheetah", seed=0)
     for task in (Run(direction), Run(direction, fast=True)):
         covered = []
         for seed in range(3):

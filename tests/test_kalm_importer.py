@@ -21,8 +21,8 @@ from imaginebench.data.format import DatasetError, load_dataset, save_dataset
 from imaginebench.data.importers.kalm import SkippedGoal, import_kalm_clevr, kalm_goal_to_task
 from imaginebench.data.safe_npy import load_npy
 from imaginebench.envs.clevr.env import ClevrEnv
-from imaginebench.envs.clevr.expert import ClevrExpert
 from imaginebench.envs.clevr.tasks import AllOf, Gather, Line, Push, Relation
+from imaginebench.experts.clevr import ClevrExpert
 
 T_PAD = 50
 N_PARA = 54

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from imaginebench.modules.online_sac import OnlineSACConfig, train_online_sac
+from imaginebench.experts.online_sac import OnlineSACConfig, train_online_sac
 
 
 class Bandit:
@@ -34,6 +34,7 @@ class Bandit:
         return self._draw(), reward
 
 
+@pytest.mark.slow
 def test_online_sac_finds_the_best_action():
     torch.set_num_threads(1)
     env = Bandit()

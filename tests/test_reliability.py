@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from imaginebench.cli import main as cli_main
+from imaginebench.config import load_config_file
 from imaginebench.data.collect import collect
 from imaginebench.data.format import DatasetError, save_dataset
 from imaginebench.train_cli import run as train_cli
@@ -56,7 +57,7 @@ def small_config(
 ) -> Path:
     """configs/bc_clevr.yaml shrunk to 4 steps and one evaluation episode of one level,
     writing into ``tmp_path`` (checkpoints into ``tmp_path / ckpt_dir``)."""
-    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg = load_config_file(CONFIG)  # its configs/parts/ include merged in
     cfg["trainer"].update(max_steps=4, enable_progress_bar=False)
     cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
     for cb in cfg["trainer"]["callbacks"]:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 import yaml
 
 from imaginebench.callbacks.evaluation import wilson_interval
+from imaginebench.config import load_config_file
 from imaginebench.datamodules import RealImaginaryDataModule
 from imaginebench.modules.offline import DiscreteCQL
 from imaginebench.train_cli import run
@@ -24,7 +26,7 @@ CONFIGS = sorted(  # the offline RL configs of every domain (not grounding / ima
 
 
 def _domain(config: Path) -> str:
-    return yaml.safe_load(config.read_text())["data"]["init_args"]["domain"]
+    return load_config_file(config)["data"]["init_args"]["domain"]
 
 
 def _collect(directory: Path, domain: str) -> Path:
@@ -113,7 +115,7 @@ def _small_config(
     """``config`` shrunk to 6 steps on ``real`` with batch 32. Without ``imaginary``, the
     imaginary entry names a missing file that is skipped (real data only); with it, that file is
     required."""
-    cfg = yaml.safe_load(config.read_text())
+    cfg = load_config_file(config)  # its configs/parts/ include merged in: the copy stands alone
     cfg["trainer"].update({"max_steps": 6, "enable_progress_bar": False, **trainer})
     cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
     for cb in cfg["trainer"]["callbacks"]:
@@ -142,6 +144,7 @@ def _small_config(
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_paths):
     from imaginebench.data.format import load_dataset
@@ -179,6 +182,7 @@ def test_config_fits_and_tests_through_the_cli(config, tmp_path, real_paths):
         assert tuple(level["ci95"]) == wilson_interval(level["successes"], 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_shipped_configs_parse(config):
     out = subprocess.run(
@@ -190,6 +194,21 @@ def test_shipped_configs_parse(config):
     assert out.returncode == 0, out.stderr[-2000:]
     printed = yaml.safe_load(out.stdout)
     assert printed["model"]["class_path"].startswith("imaginebench.modules.offline.")
+    # load_config_file (tests, benchmarks) resolves the configs/parts/ include as the CLI does
+    _assert_within(load_config_file(config), printed)
+
+
+def _assert_within(given: Any, printed: Any, where: str = "") -> None:
+    """Every value ``given`` sets is what the CLI resolved (which adds the defaults)."""
+    if isinstance(given, dict):
+        for key, value in given.items():
+            _assert_within(value, printed[key], f"{where}.{key}")
+    elif isinstance(given, list) and given and isinstance(given[0], dict):
+        assert len(given) == len(printed), where
+        for n, (value, resolved) in enumerate(zip(given, printed)):
+            _assert_within(value, resolved, f"{where}[{n}]")
+    else:
+        assert given == printed, where
 
 
 def _imaginary_from(real: Path, path: Path) -> tuple[Path, int, int]:

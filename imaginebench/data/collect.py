@@ -1,4 +1,5 @@
-"""Collect real rollouts by running a domain's scripted expert in its simulator."""
+"""Collect real rollouts by running a domain's expert (:mod:`imaginebench.experts`) in its
+simulator."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import torch
 from tqdm.auto import tqdm
 
 from imaginebench.data.format import Episode, RolloutDataset, default_provenance
-from imaginebench.envs import Level, check_level, get_domain, make
+from imaginebench.envs import Level, check_level, make
 from imaginebench.envs.base import action_spec_of
+from imaginebench.experts import make_expert
 
 
 @dataclass
@@ -87,9 +89,8 @@ def collect(
     if paraphrases < 1:
         raise ValueError(f"paraphrases must be >= 1, got {paraphrases}")
     wording_rng = np.random.default_rng([seed, 1])
-    spec = get_domain(domain)
     env = make(domain, level).unwrapped
-    expert = spec.make_expert(epsilon=epsilon, seed=seed)
+    expert = make_expert(domain, epsilon=epsilon, seed=seed)
     plans = env.suite.episodes(level, episodes, seed, split="data")
     action_dtype = np.int64 if env.action_space.dtype.kind == "i" else np.float32
     out: list[Episode] = []

@@ -11,80 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import sys
-import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Sequence
 
-import h5py
 import numpy as np
 
-from imaginebench.envs.base import LEVELS
+from imaginebench.data.schema import INT_KINDS, LEVELS, SOURCES, normalise_action_spec
 
 log = logging.getLogger(__name__)
-
-FORMAT_NAME = "imaginebench-rollouts"
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS = (1,)
-SOURCES: tuple[str, ...] = ("real", "imaginary")
-
-NonFinite = Literal["raise", "drop"]
-
-# Datasets of the file, in write order, with the dtype kinds accepted on load (numpy ``kind``).
-_INT_KINDS = "iu"
-_ARRAY_KINDS: dict[str, str] = {
-    "states": "f",
-    "actions": "iuf",  # refined with the action spec
-    "rewards": "f",
-    "terminals": "b",
-    "truncations": "b",
-    "episode_offsets": _INT_KINDS,
-    "episode_instruction": _INT_KINDS,
-    "episode_task": _INT_KINDS,
-    "episode_level": _INT_KINDS,
-    "episode_source": _INT_KINDS,
-    "episode_success": "b",
-}
-_STRING_TABLES = ("instructions", "tasks")
-_ROOT_ATTRS = (
-    "format",
-    "schema_version",
-    "domain",
-    "state_dim",
-    "action_spec",
-    "provenance",
-    "levels",
-    "sources",
-)
-_COMPRESSED = ("states", "actions", "rewards")
-_KIND_NAMES = {
-    "f": "floating point",
-    "i": "signed integer",
-    "u": "unsigned integer",
-    "b": "boolean",
-    "c": "complex",
-    "O": "object",
-    "S": "bytes",
-    "U": "unicode",
-}
-
-
-class DatasetError(ValueError):
-    """A dataset (file or in-memory object) violates the format.
-
-    The message always starts with the source (file path or a description) followed by the problem.
-    """
-
-    def __init__(self, source: str | os.PathLike[str], problem: str) -> None:
-        self.source = str(source)
-        self.problem = problem
-        super().__init__(f"{self.source}: {problem}")
-
-
-# --------------------------------------------------------------------------------------------------
-# In-memory types
-# --------------------------------------------------------------------------------------------------
 
 
 @dataclass(eq=False)
@@ -164,7 +98,7 @@ class RolloutDataset:
         episodes = list(episodes)
         if not episodes:
             raise ValueError("from_episodes needs at least one episode (the state dim is unknown)")
-        spec = _normalise_action_spec(action_spec, "action_spec")
+        spec = normalise_action_spec(action_spec, "action_spec")
         discrete = spec["type"] == "discrete"
         act_shape = () if discrete else tuple(spec["shape"])
         state_dim: int | None = None
@@ -203,7 +137,7 @@ class RolloutDataset:
                     f"{where}: actions must have shape {(t, *act_shape)} for a "
                     f"{spec['type']} action spec, got {a.shape}"
                 )
-            if discrete and a.dtype.kind not in _INT_KINDS:
+            if discrete and a.dtype.kind not in INT_KINDS:
                 raise ValueError(f"{where}: discrete actions must be integers, got dtype {a.dtype}")
             if not discrete and a.dtype.kind not in "fiu":
                 raise ValueError(f"{where}: continuous actions must be numeric, got {a.dtype}")
@@ -266,14 +200,14 @@ class RolloutDataset:
         if not datasets:
             raise ValueError("concatenate needs at least one dataset")
         first = datasets[0]
-        spec = _normalise_action_spec(first.action_spec, "action_spec")
+        spec = normalise_action_spec(first.action_spec, "action_spec")
         for k, d in enumerate(datasets[1:], start=1):
             if d.domain != first.domain:
                 raise ValueError(
                     f"cannot concatenate: dataset {k} has domain {d.domain!r}, "
                     f"dataset 0 has {first.domain!r}"
                 )
-            other = _normalise_action_spec(d.action_spec, "action_spec")
+            other = normalise_action_spec(d.action_spec, "action_spec")
             if other != spec:
                 raise ValueError(
                     f"cannot concatenate: dataset {k} has action spec {other}, dataset 0 has {spec}"
@@ -397,7 +331,7 @@ class RolloutDataset:
                 raise ValueError(f"episode mask must have shape ({e},), got {sel.shape}")
             idx = np.flatnonzero(sel)
         else:
-            if sel.size and sel.dtype.kind not in _INT_KINDS:
+            if sel.size and sel.dtype.kind not in INT_KINDS:
                 raise ValueError(f"select needs a bool mask or integer indices, got {sel.dtype}")
             idx = sel.astype(np.int64).reshape(-1)
             if idx.size and (idx.min() < -e or idx.max() >= e):
@@ -487,78 +421,5 @@ def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.repeat(starts - begin, lens) + np.arange(total, dtype=np.int64)
 
 
-def default_provenance(**extra: Any) -> dict[str, Any]:
-    """A provenance dict with command line, creation time and library versions, plus ``extra``."""
-    try:
-        from importlib.metadata import version
-
-        pkg_version = version("imaginebench")
-    except Exception:  # not installed (e.g. running from a checkout)
-        pkg_version = "unknown"
-    prov: dict[str, Any] = {
-        "command": " ".join(sys.argv),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "imaginebench_version": pkg_version,
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "h5py": h5py.__version__,
-    }
-    prov.update(extra)
-    return prov
-
-
 def _canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def _normalise_action_spec(spec: Any, source: str) -> dict[str, Any]:
-    """Check an action spec and return a plain-JSON copy (extra keys are kept)."""
-
-    def bad(problem: str) -> DatasetError:
-        return DatasetError(source, f"invalid action_spec {spec!r}: {problem}")
-
-    if not isinstance(spec, dict):
-        raise bad("must be a JSON object")
-    out = dict(spec)
-    kind = spec.get("type")
-    if kind == "discrete":
-        n = spec.get("n")
-        if not _is_int(n) or int(n) < 1:
-            raise bad("discrete spec needs an integer 'n' >= 1")
-        out["n"] = int(n)
-    elif kind == "continuous":
-        shape = spec.get("shape")
-        if (
-            not isinstance(shape, (list, tuple))
-            or not shape
-            or not all(_is_int(s) and int(s) >= 1 for s in shape)
-        ):
-            raise bad("continuous spec needs a non-empty 'shape' list of positive integers")
-        out["shape"] = [int(s) for s in shape]
-        bounds = {}
-        for key in ("low", "high"):
-            if key not in spec:
-                raise bad(f"continuous spec needs '{key}'")
-            try:
-                arr = np.asarray(spec[key], dtype=np.float64)
-                bounds[key] = np.broadcast_to(arr, tuple(out["shape"]))
-            except (TypeError, ValueError):
-                raise bad(
-                    f"'{key}' must be a number or a list broadcastable to shape {out['shape']}"
-                ) from None
-            if np.isnan(arr).any():
-                raise bad(f"'{key}' contains NaN")
-            out[key] = arr.tolist()
-        if (bounds["low"] > bounds["high"]).any():
-            raise bad("'low' exceeds 'high'")
-    else:
-        raise bad("'type' must be 'discrete' or 'continuous'")
-    try:
-        json.dumps(out, allow_nan=True)
-    except (TypeError, ValueError) as err:
-        raise bad(f"not JSON-serialisable ({err})") from None
-    return out

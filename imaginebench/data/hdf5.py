@@ -12,21 +12,21 @@ import h5py
 import numpy as np
 
 from imaginebench.data.atomic import atomic_path
-from imaginebench.data.dataset import (
-    _ARRAY_KINDS,
-    _COMPRESSED,
-    _INT_KINDS,
-    _STRING_TABLES,
+from imaginebench.data.dataset import RolloutDataset
+from imaginebench.data.schema import (
+    ARRAY_KINDS,
+    COMPRESSED,
     FORMAT_NAME,
+    INT_KINDS,
     LEVELS,
     SCHEMA_VERSION,
     SOURCES,
+    STRING_TABLES,
     SUPPORTED_SCHEMA_VERSIONS,
     DatasetError,
     NonFinite,
-    RolloutDataset,
-    _is_int,
-    _normalise_action_spec,
+    is_int,
+    normalise_action_spec,
 )
 from imaginebench.data.validation import _check_ids, _kind_name, validate
 
@@ -46,7 +46,7 @@ _EXPANSION_SLACK = 1 << 20
 def _create_array(h5: h5py.File, name: str, data: np.ndarray) -> None:
     """Write one numeric array (big transition arrays are gzip-compressed)."""
     kwargs: dict[str, Any] = {}
-    if name in _COMPRESSED and data.size:
+    if name in COMPRESSED and data.size:
         kwargs = {"compression": "gzip", "compression_opts": 4, "shuffle": True, "chunks": True}
     h5.create_dataset(name, data=data, **kwargs)
 
@@ -69,9 +69,9 @@ def _write_payload(h5: h5py.File, ds: RolloutDataset) -> None:
     h5.attrs["provenance"] = json.dumps(ds.provenance, sort_keys=True)
     h5.attrs["levels"] = json.dumps(list(LEVELS))
     h5.attrs["sources"] = json.dumps(list(SOURCES))
-    for name in _ARRAY_KINDS:
+    for name in ARRAY_KINDS:
         _create_array(h5, name, getattr(ds, name))
-    for name in _STRING_TABLES:
+    for name in STRING_TABLES:
         _create_strings(h5, name, getattr(ds, name))
 
 
@@ -134,7 +134,7 @@ def _read_int_attr(h5: h5py.File, src: str, name: str) -> int:
     value = _read_attr(h5, src, name)
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value[()]
-    if not _is_int(value):
+    if not is_int(value):
         raise DatasetError(src, f"root attribute '{name}' must be an integer, got {value!r}")
     return int(value)
 
@@ -211,7 +211,7 @@ def _check_declared_shapes(
 ) -> None:
     """Check the declared shapes against the root attributes and the stored bytes before any
     array is read, so a small file cannot make the loader allocate a huge array."""
-    dsets = {name: _get_dataset(h5, src, name) for name in (*_ARRAY_KINDS, *_STRING_TABLES)}
+    dsets = {name: _get_dataset(h5, src, name) for name in (*ARRAY_KINDS, *STRING_TABLES)}
     for name, dset in dsets.items():
         declared, stored = dset.size * dset.dtype.itemsize, dset.id.get_storage_size()
         if declared > _MAX_EXPANSION * stored + _EXPANSION_SLACK:
@@ -253,18 +253,18 @@ def _load_open(h5: h5py.File, src: str, nonfinite: NonFinite) -> RolloutDataset:
         )
     domain = _read_str_attr(h5, src, "domain")
     state_dim = _read_int_attr(h5, src, "state_dim")
-    action_spec = _normalise_action_spec(_read_json_attr(h5, src, "action_spec"), src)
+    action_spec = normalise_action_spec(_read_json_attr(h5, src, "action_spec"), src)
     provenance = _read_json_attr(h5, src, "provenance")
     level_lut = _enum_lut(src, "levels", _read_json_attr(h5, src, "levels"), LEVELS)
     source_lut = _enum_lut(src, "sources", _read_json_attr(h5, src, "sources"), SOURCES)
 
     _check_declared_shapes(h5, src, state_dim, action_spec)
     arrays: dict[str, np.ndarray] = {}
-    for name, kinds in _ARRAY_KINDS.items():
+    for name, kinds in ARRAY_KINDS.items():
         if name == "actions":
-            kinds = _INT_KINDS if action_spec["type"] == "discrete" else "f"
+            kinds = INT_KINDS if action_spec["type"] == "discrete" else "f"
         arrays[name] = _read_array(h5, src, name, kinds)
-    tables = {name: _read_strings(h5, src, name) for name in _STRING_TABLES}
+    tables = {name: _read_strings(h5, src, name) for name in STRING_TABLES}
 
     arrays["episode_level"] = _remap(
         src, "episode_level", arrays["episode_level"], level_lut, "levels"

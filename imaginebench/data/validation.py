@@ -8,23 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from imaginebench.data.dataset import (
-    _ARRAY_KINDS,
-    _INT_KINDS,
-    _KIND_NAMES,
+from imaginebench.data.dataset import RolloutDataset
+from imaginebench.data.schema import (
+    ARRAY_KINDS,
+    INT_KINDS,
+    KIND_NAMES,
     LEVELS,
     SOURCES,
     DatasetError,
     NonFinite,
-    RolloutDataset,
-    _normalise_action_spec,
+    normalise_action_spec,
 )
 
 log = logging.getLogger(__name__)
 
 
 def _kind_name(kind: str) -> str:
-    return _KIND_NAMES.get(kind, repr(kind))
+    return KIND_NAMES.get(kind, repr(kind))
 
 
 def _check_kind(source: str, name: str, arr: np.ndarray, kinds: str) -> None:
@@ -82,7 +82,7 @@ def validate(
     # ---- file-level metadata
     if not isinstance(ds.domain, str) or not ds.domain:
         raise DatasetError(src, f"'domain' must be a non-empty string, got {ds.domain!r}")
-    spec = _normalise_action_spec(ds.action_spec, src)
+    spec = normalise_action_spec(ds.action_spec, src)
     if not isinstance(ds.provenance, dict):
         raise DatasetError(
             src, f"'provenance' must be a JSON object, got {type(ds.provenance).__name__}"
@@ -92,11 +92,11 @@ def validate(
     except (TypeError, ValueError) as err:
         raise DatasetError(src, f"'provenance' is not JSON-serialisable ({err})") from None
 
-    arrays = {name: np.asarray(getattr(ds, name)) for name in _ARRAY_KINDS}
+    arrays = {name: np.asarray(getattr(ds, name)) for name in ARRAY_KINDS}
     discrete = spec["type"] == "discrete"
-    for name, kinds in _ARRAY_KINDS.items():
+    for name, kinds in ARRAY_KINDS.items():
         if name == "actions":
-            kinds = _INT_KINDS if discrete else "f"
+            kinds = INT_KINDS if discrete else "f"
         _check_kind(src, name, arrays[name], kinds)
 
     # ---- transition arrays

@@ -1,6 +1,18 @@
-"""Data modules: real and imaginary rollouts in memory, mixed per batch; grounding references."""
+"""Data modules: rollouts in memory, mixed per batch (:class:`RolloutDataModule`, and
+:class:`RealImaginaryDataModule` over a domain's files); grounding references."""
 
+from imaginebench.batch import PreparedBatch, RolloutData, TransitionBatch
+from imaginebench.data.collect import CollectConfig
 from imaginebench.datamodules.grounding import GroundingDataModule
-from imaginebench.datamodules.real_imaginary import CollectConfig, RealImaginaryDataModule
+from imaginebench.datamodules.real_imaginary import RealImaginaryDataModule
+from imaginebench.datamodules.rollout import RolloutDataModule
 
-__all__ = ["CollectConfig", "GroundingDataModule", "RealImaginaryDataModule"]
+__all__ = [
+    "CollectConfig",
+    "GroundingDataModule",
+    "PreparedBatch",
+    "RealImaginaryDataModule",
+    "RolloutData",
+    "RolloutDataModule",
+    "TransitionBatch",
+]

@@ -14,6 +14,7 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor
 
+from imaginebench.batch import TransitionBatch
 from imaginebench.data.format import RolloutDataset
 
 
@@ -61,7 +62,7 @@ class TransitionBuffer:
     def nbytes(self) -> int:
         return self.states.nbytes + sum(t.nbytes for t in self.data.values())
 
-    def gather(self, index: Tensor) -> dict[str, Tensor]:
+    def gather(self, index: Tensor) -> TransitionBatch:
         """The transitions at ``index`` as a dict of tensors (action as int64 / float32)."""
         d = self.data
         state_index = d["state_index"][index].long()
@@ -77,7 +78,7 @@ class TransitionBuffer:
         }
 
 
-def cat_batches(parts: list[dict[str, Tensor]], batch_size: list[int]) -> TensorDict:
+def cat_batches(parts: list[TransitionBatch], batch_size: list[int]) -> TensorDict:
     """One TensorDict of ``batch_size`` from per-source parts, concatenated along the last
     batch dimension."""
     if len(parts) == 1:

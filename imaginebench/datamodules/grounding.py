@@ -21,17 +21,15 @@ import torch
 from torch.utils.data import DataLoader
 
 from imaginebench.config import as_config
-from imaginebench.data.format import RolloutDataset, load_dataset
-from imaginebench.datamodules.real_imaginary import (
-    CollectConfig,
-    check_matches_env,
+from imaginebench.data.collect import CollectConfig
+from imaginebench.data.format import RolloutDataset
+from imaginebench.datamodules.sources import (
     default_cache_dir,
+    domain_spec,
     ensure_real_dataset,
+    load_real_dataset,
     real_dataset_path,
-    require_episodes,
 )
-from imaginebench.envs import get_domain, make
-from imaginebench.envs.base import action_spec_of
 from imaginebench.modules.grounding.sequences import TASK_KINDS
 
 log = logging.getLogger(__name__)
@@ -72,7 +70,7 @@ class GroundingDataModule(L.LightningDataModule):
         super().__init__()
         collect = as_config(collect, CollectConfig, "collect")
         self.save_hyperparameters()  # after the conversion: records the CollectConfig
-        get_domain(domain)
+        self.spec = domain_spec(domain)
         weights = dict(DEFAULT_TASK_WEIGHTS if task_weights is None else task_weights)
         unknown = set(weights) - set(TASK_KINDS)
         if unknown:
@@ -89,10 +87,7 @@ class GroundingDataModule(L.LightningDataModule):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.batch_size, self.seed = batch_size, seed
         self.val_fraction, self.val_batches = val_fraction, val_batches
-        env = make(domain).unwrapped
-        self.state_dim = int(env.observation_space.shape[0])
-        self.action_spec = action_spec_of(env.action_space)
-        env.close()
+        self.state_dim, self.action_spec = self.spec.state_dim, dict(self.spec.action_spec)
         self.dataset: RolloutDataset | None = None
         self.train_episodes = torch.zeros(0, dtype=torch.long)
         self.val_episodes = torch.zeros(0, dtype=torch.long)
@@ -109,10 +104,7 @@ class GroundingDataModule(L.LightningDataModule):
         if self.dataset is not None:
             return
         path = self.resolved_real_path()
-        ensure_real_dataset(self.domain, path, self.collect)
-        dataset = load_dataset(path)
-        check_matches_env(dataset, path, self.domain, self.state_dim, self.action_spec)
-        require_episodes(dataset, path)
+        dataset = load_real_dataset(self.domain, path, self.collect, self.spec)
         self.dataset = dataset
         self.lengths = torch.as_tensor(dataset.episode_lengths(), dtype=torch.long)
         # Wordings of one rollout share its first state: hold out whole rollouts.

@@ -17,7 +17,8 @@ from imaginebench.envs.base import LEVELS, EpisodeSpec, Level, Task, TaskSuite, 
 
 @dataclass(frozen=True)
 class Domain:
-    """How to build a domain's environment, task suite, expert and quality judge.
+    """How to build a domain's environment, task suite and quality judge (its expert lives in
+    :mod:`imaginebench.experts`: environments do not depend on it).
 
     ``episode_rewards(task, states, actions)`` gives the rewards ``(T,)`` of a rollout of
     ``T + 1`` states and ``T`` actions (used for imagined rollouts, so they are rewarded exactly
@@ -31,7 +32,6 @@ class Domain:
     name: str
     env_id: str
     make_suite: Callable[[], TaskSuite]
-    make_expert: Callable[..., Any]
     episode_rewards: Callable[[Task, np.ndarray, np.ndarray], np.ndarray]
     make_quality: Callable[[], Any]
     integer_states: bool = False
@@ -51,14 +51,13 @@ def _lazy(target: str) -> Callable[..., Any]:
 
 def _domain(name: str, env_id: str, package: str, prefix: str, **flags: Any) -> Domain:
     """A domain whose package ``imaginebench.envs.<package>`` has the usual modules: ``suite``
-    (``<Prefix>TaskSuite``), ``expert`` (``<Prefix>Expert``), ``env`` (``episode_rewards``)
-    and ``quality`` (``<Prefix>Quality``)."""
+    (``<Prefix>TaskSuite``), ``env`` (``episode_rewards``) and ``quality``
+    (``<Prefix>Quality``)."""
     root = f"imaginebench.envs.{package}"
     return Domain(
         name,
         env_id,
         make_suite=_lazy(f"{root}.suite:{prefix}TaskSuite"),
-        make_expert=_lazy(f"{root}.expert:{prefix}Expert"),
         episode_rewards=_lazy(f"{root}.env:episode_rewards"),
         make_quality=_lazy(f"{root}.quality:{prefix}Quality"),
         **flags,

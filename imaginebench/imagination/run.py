@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 
+# Grounding checkpoints record their data module's CollectConfig: importing its module allows it
+# under torch.load(weights_only=True).
+import imaginebench.data.collect  # noqa: F401
 from imaginebench.config import as_config
 from imaginebench.data.atomic import check_output_path, write_text_atomically
 from imaginebench.data.dataset import RolloutDataset

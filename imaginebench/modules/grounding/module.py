@@ -21,7 +21,6 @@ import lightning as L
 import torch
 
 from imaginebench.config import as_config
-from imaginebench.data.collect import CollectConfig
 from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.language_models import (
     DEFAULT_LM,
@@ -67,9 +66,9 @@ class LossWeights:
     token: float = 1.0
 
 
-# Checkpoints store these (and the data module's CollectConfig) in their hyperparameters: allow
-# them under torch.load(weights_only=True).
-torch.serialization.add_safe_globals([LoraSettings, LossWeights, CollectConfig])
+# Checkpoints store these in their hyperparameters: allow them under torch.load(weights_only=True)
+# (the data module's CollectConfig is allowed by its own module, imaginebench.data.collect).
+torch.serialization.add_safe_globals([LoraSettings, LossWeights])
 
 
 class GroundingModule(L.LightningModule):

@@ -4,7 +4,8 @@ A subclass builds its networks in ``__init__`` (sizes come from ``state_dim``, `
 and the backbone settings; when these two are not given, the module is rebuilt with the data
 module's in ``setup``, see :meth:`OfflineRLModule.build_for_data`) and implements two methods:
 
-* ``losses(batch) -> dict`` — every loss term and diagnostic for one batch. ``"loss"`` is the
+* ``losses(batch) -> dict`` — every loss term and diagnostic for one
+  :class:`~imaginebench.batch.PreparedBatch`. ``"loss"`` is the
   sum that is back-propagated; terms that must not update some network detach its parameters
   (see :func:`frozen`), so one backward pass and one optimizer step do the whole update.
 * ``policy(state, instruction) -> action`` — the greedy / deterministic action for evaluation.
@@ -14,14 +15,14 @@ networks) and ``on_fit_data`` (work on the whole dataset before the first update
 nearest-neighbour index or a dynamics model). ``loss_parts`` declares which top-level submodules
 each loss term may train; the conformance tests check it. The base class handles manual
 optimisation, instruction embeddings, state normalisation, logging and :meth:`act` for
-evaluation.
+evaluation. What it needs from the data module is :class:`~imaginebench.batch.RolloutData`.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import lightning as L
 import numpy as np
@@ -30,6 +31,7 @@ from tensordict import TensorDictBase
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from imaginebench.batch import PreparedBatch, RolloutData
 from imaginebench.modules.backbone import DEFAULT_ENCODER, InstructionBank, Pooling
 
 LossParts = dict[str, tuple[str, ...]]  # loss term -> top-level submodules it may train
@@ -183,7 +185,7 @@ class OfflineRLModule(L.LightningModule):
             super().__setattr__(name, value)
 
     # -- hooks for subclasses -----------------------------------------------------------------
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         raise NotImplementedError
 
     def policy(self, state: Tensor, instruction: Tensor) -> Tensor:
@@ -196,7 +198,7 @@ class OfflineRLModule(L.LightningModule):
     def after_update(self) -> None:
         """Called after each optimizer step (e.g. target network updates)."""
 
-    def on_fit_data(self, datamodule: Any) -> None:
+    def on_fit_data(self, datamodule: RolloutData) -> None:
         """Called once at the start of ``fit`` with the set-up data module, after any checkpoint
         is restored and the instruction embeddings are built (default: nothing)."""
 
@@ -241,13 +243,14 @@ class OfflineRLModule(L.LightningModule):
         self.build_for_data(datamodule)
         if datamodule is None:
             return
-        datamodule.setup(stage)
-        self.data_to_bank = self.bank.add(datamodule.instructions)
-        if stage == "fit" and self.normalize_states and datamodule.real is not None:
-            states = datamodule.real.states
-            self.state_mean.copy_(states.mean(0))
-            self.state_std.copy_(states.std(0).clamp_min(1e-3))
-        if stage == "fit" and self.standardize_instructions and len(datamodule.instructions) > 1:
+        data: RolloutData = datamodule
+        data.setup(stage)
+        self.data_to_bank = self.bank.add(data.instructions)
+        if stage == "fit" and self.normalize_states:
+            mean, std = data.state_stats()
+            self.state_mean.copy_(mean)
+            self.state_std.copy_(std.clamp_min(1e-3))
+        if stage == "fit" and self.standardize_instructions and len(data.instructions) > 1:
             table = self.bank(self.data_to_bank.to(self.device))
             self.instruction_mean.copy_(table.mean(0))
             self.instruction_std.copy_(table.std(0).clamp_min(1e-4))
@@ -265,15 +268,16 @@ class OfflineRLModule(L.LightningModule):
         embedding = self.bank(bank_ids.to(self.device))
         return (embedding - self.instruction_mean) / self.instruction_std
 
-    def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-        """Normalise states and look up instruction embeddings (once per unique instruction)."""
+    def prepare(self, batch: Mapping[str, Tensor]) -> PreparedBatch:
+        """A sampled :class:`~imaginebench.batch.TransitionBatch` (or one row of a stacked
+        one) with normalised states and instruction embeddings (once per unique instruction)."""
         get = batch.get  # plain key lookups: cheaper than iterating the TensorDict
         out = {key: get(key) for key in ("action", "reward", "done", "source")}
         out["state"] = self.normalize(get("state"))
         if self.uses_next_state:
             out["next_state"] = self.normalize(get("next_state"))
         out["instruction"] = self.train_embeddings[get("instruction_id")]
-        return out
+        return cast(PreparedBatch, out)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.param_groups(), lr=getattr(self, "lr", 3e-4), foreach=True)

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import torch.nn.functional as F
 from torch import Tensor
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import DeterministicHead, DiscreteHead, StateInstructionEncoder
 from imaginebench.modules.offline.base import LossParts, OfflineRLModule
 
@@ -41,7 +42,7 @@ class DiscreteBC(OfflineRLModule):
         )
         self.logits = DiscreteHead(trunk, self.num_actions)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         logits = self.logits(batch["state"], batch["instruction"])
         nll = F.cross_entropy(logits, batch["action"])
         terms = {"loss": nll, "nll": nll.detach()}
@@ -76,7 +77,7 @@ class BC(OfflineRLModule):
         )
         self.actor = DeterministicHead(trunk, self.action_dim)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         target = self.to_unit(batch["action"]).clamp(-1, 1)
         mse = F.mse_loss(self.actor(batch["state"], batch["instruction"]), target)
         return {"loss": mse, "mse": mse}

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import ContinuousQHead, DiscreteHead, StateInstructionEncoder
 from imaginebench.modules.offline.base import LossParts, OfflineRLModule, frozen, soft_update
 from imaginebench.modules.offline.common import StochasticModule, make_trunk
@@ -154,7 +155,7 @@ class BCQ(StochasticModule):
         """Training-time latents ``N(0, 1)`` clipped to ``[-0.5, 0.5]``, one per batch row."""
         return self.normal((n, self.vae.latent_dim), device, split=True).clamp(-0.5, 0.5)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         n, k = s.shape[0], self.num_sampled_actions
@@ -260,7 +261,7 @@ class DiscreteBCQ(OfflineRLModule):
     def constrained_argmax(self, q: Tensor, logits: Tensor) -> Tensor:
         return q.masked_fill(~self.allowed(logits), -torch.inf).argmax(dim=-1)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, s2, instr, action = (
             batch["state"],
             batch["next_state"],

@@ -55,6 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from imaginebench.batch import PreparedBatch, RolloutData
 from imaginebench.modules.backbone import StateInstructionEncoder
 from imaginebench.modules.offline.common import dataset_transitions, make_trunk
 from imaginebench.modules.offline.cql import CQL
@@ -112,7 +113,7 @@ class COMBO(CQL):
         rollout_every: updates between rollout rounds.
         model_buffer_size: capacity of the model buffer (FIFO).
         **kwargs: the SAC arguments of :class:`SAC` (``gamma``, ``tau``,
-            ``initial_temperature``, ``target_entropy``, ``seed``, ``undiscounted_td_bug``)
+            ``initial_temperature``, ``target_entropy``, ``sampling_seed``, ``undiscounted_td_bug``)
             and those of :class:`OfflineRLModule`.
     """
 
@@ -173,7 +174,7 @@ class COMBO(CQL):
         self.starts: dict[str, Tensor] | None = None  # rollout start states (normalised) and ids
 
     # -- model phase ----------------------------------------------------------------------------
-    def on_fit_data(self, datamodule: Any) -> None:
+    def on_fit_data(self, datamodule: RolloutData) -> None:
         data = dataset_transitions(datamodule)
         device = self.device
         state = self.normalize(data["state"].to(device))
@@ -340,7 +341,7 @@ class COMBO(CQL):
             self.rollout()
 
     # -- losses ---------------------------------------------------------------------------------
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         n = batch["state"].shape[0]
         n_model = min(round(self.model_ratio * n), n - 1) if self.model_size else 0
         n_real = n - n_model

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from imaginebench.batch import RolloutData, TransitionBatch
 from imaginebench.modules.backbone import GaussianHead, StateInstructionEncoder
 from imaginebench.modules.offline.base import OfflineRLModule
 
@@ -36,13 +37,9 @@ def expectile_loss(diff: Tensor, expectile: float) -> Tensor:
     return (weight * diff.pow(2)).mean()
 
 
-def dataset_transitions(datamodule: Any) -> dict[str, Tensor]:
-    """All transitions of the data module's buffers (real, then imaginary), unnormalised."""
-    buffers = [b for b in (datamodule.real, getattr(datamodule, "imaginary", None)) if b]
-    parts = [b.gather(torch.arange(len(b))) for b in buffers]
-    if not parts:
-        raise ValueError("the data module holds no transitions")
-    return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+def dataset_transitions(datamodule: RolloutData) -> TransitionBatch:
+    """All transitions of the data module (real, then imaginary), unnormalised."""
+    return datamodule.transitions("all")
 
 
 def _rank_rows(trainer: Any, n: int) -> Tensor:

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import DiscreteHead, StateInstructionEncoder
 from imaginebench.modules.offline.base import LossParts, OfflineRLModule
 from imaginebench.modules.offline.sac import SAC
@@ -65,7 +66,7 @@ class DiscreteCQL(OfflineRLModule):
         self.q = DiscreteHead(trunk, self.num_actions)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
         q_all = self.q(s, instr)
         q_data = q_all.gather(1, batch["action"][:, None]).squeeze(1)
@@ -111,7 +112,7 @@ class CQL(SAC):
         conservative_weight: weight of the CQL regulariser (paper: 5 or 10).
         num_sampled_actions: uniform and policy actions per state for the logsumexp.
         **kwargs: the SAC arguments of :class:`SAC` (``gamma``, ``tau``,
-            ``initial_temperature``, ``target_entropy``, ``seed``, ``undiscounted_td_bug``)
+            ``initial_temperature``, ``target_entropy``, ``sampling_seed``, ``undiscounted_td_bug``)
             and those of :class:`OfflineRLModule`.
     """
 
@@ -183,5 +184,5 @@ class CQL(SAC):
             "q_data": q_data_mean,
         }
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         return self.conservative_sac_losses(batch)

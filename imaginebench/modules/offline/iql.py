@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import (
     ContinuousQHead,
     DeterministicHead,
@@ -169,7 +170,7 @@ class IQL(_IQLBase):
         )
         self.critics_target = copy.deepcopy(self.critics).requires_grad_(False)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, instr = batch["state"], batch["instruction"]
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         with torch.no_grad():
@@ -207,7 +208,7 @@ class DiscreteIQL(_IQLBase):
         )
         self.critics_target = copy.deepcopy(self.critics).requires_grad_(False)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, instr, index = batch["state"], batch["instruction"], batch["action"][:, None]
         with torch.no_grad():
             q_target = torch.min(*(c(s, instr).gather(1, index) for c in self.critics_target))

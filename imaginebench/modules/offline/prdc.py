@@ -28,6 +28,7 @@ normalised states. Deviations: those of :class:`TD3BC` (one backward pass; actor
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 from scipy.spatial import cKDTree
 from torch import Tensor
 
+from imaginebench.batch import PreparedBatch, RolloutData
 from imaginebench.modules.offline.base import frozen
 from imaginebench.modules.offline.common import dataset_transitions
 from imaginebench.modules.offline.td3bc import TD3BC
@@ -49,7 +51,7 @@ class PRDC(TD3BC):
         alpha: weight of the Q term relative to the dataset constraint.
         workers: threads of each KD-tree query (-1: all cores).
         **kwargs: the TD3 arguments of :class:`TD3BC` (``actor_lr``, ``critic_lr``, ``gamma``,
-            ``tau``, ``policy_noise``, ``noise_clip``, ``policy_freq``, ``seed``,
+            ``tau``, ``policy_noise``, ``noise_clip``, ``policy_freq``, ``sampling_seed``,
             ``undiscounted_td_bug``) and those of :class:`OfflineRLModule`.
     """
 
@@ -69,7 +71,7 @@ class PRDC(TD3BC):
         self.id_spacing = 0.0
 
     # -- the dataset index ----------------------------------------------------------------------
-    def on_fit_data(self, datamodule: Any) -> None:
+    def on_fit_data(self, datamodule: RolloutData) -> None:
         data = dataset_transitions(datamodule)
         self.build_index(
             self.normalize(data["state"].to(self.device)),
@@ -105,12 +107,12 @@ class PRDC(TD3BC):
         )
 
     # -- losses ---------------------------------------------------------------------------------
-    def prepare(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def prepare(self, batch: Mapping[str, Tensor]) -> PreparedBatch:
         out = super().prepare(batch)
         out["instruction_id"] = batch.get("instruction_id")
         return out
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, instr = batch["state"], batch["instruction"]
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         critic_loss, q_data = self.critic_loss(batch, action)

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import ContinuousQHead, DiscreteHead, GaussianHead
 from imaginebench.modules.offline.base import LossParts, OfflineRLModule, frozen, soft_update
 from imaginebench.modules.offline.common import StochasticModule, make_trunk
@@ -123,7 +124,7 @@ class SAC(StochasticModule):
         discount = self.discount(done, self.gamma, self.undiscounted_td_bug)
         return reward + discount * (q_next - temperature * log_a2)
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, instr = batch["state"], batch["instruction"]
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         temperature = self.log_temperature.exp().detach()
@@ -207,7 +208,7 @@ class DiscreteSAC(OfflineRLModule):
             {"params": [self.log_temperature], "lr": self.alpha_lr},
         ]
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, s2, instr, action = (
             batch["state"],
             batch["next_state"],

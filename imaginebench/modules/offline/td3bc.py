@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import ContinuousQHead, DeterministicHead
 from imaginebench.modules.offline.base import LossParts, frozen, soft_update
 from imaginebench.modules.offline.common import StochasticModule, make_trunk
@@ -115,7 +116,7 @@ class TD3BC(StochasticModule):
         q = [c(s, instr, action) for c in self.critics]
         return sum(F.mse_loss(qi, target) for qi in q), q[0].detach().mean()
 
-    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, instr = batch["state"], batch["instruction"]
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         critic_loss, q_data = self.critic_loss(batch, action)

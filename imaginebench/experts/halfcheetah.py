@@ -1,7 +1,7 @@
 """HalfCheetah experts: five skills learned by online SAC, composed per task.
 
 Skills (each a task-specific tanh-Gaussian SAC actor over the 18-d state, trained by
-:func:`imaginebench.modules.online_sac.train_online_sac` on its own reward, 200-step episodes):
+:func:`imaginebench.experts.online_sac.train_online_sac` on its own reward, 200-step episodes):
 
 | skill | reward per step (``v = Δx / dt``, ``h`` = clearance of the body's lowest point) |
 |---|---|
@@ -23,8 +23,8 @@ each: above the 7 m the runs need and below the 8.5 m pace of "faster", so the r
 shows a faster run. The faster runs use the skills at full torque. The expert acts with the
 deterministic (mean) action; ``epsilon`` replaces it by a uniformly random one.
 
-Weights ship in ``imaginebench/envs/halfcheetah/experts/<skill>.pt`` (float16, about 150 kB each)
-with ``MANIFEST.json`` (checksums, training budget and the command that retrains them:
+Weights ship in ``imaginebench/experts/weights/halfcheetah/<skill>.pt`` (float16, about 150 kB
+each) with ``MANIFEST.json`` (checksums, training budget and the command that retrains them:
 ``imaginebench train-expert --domain halfcheetah --skill <skill>``).
 """
 
@@ -65,10 +65,10 @@ from imaginebench.envs.halfcheetah.tasks import (
     Shuttle,
     direction_sign,
 )
+from imaginebench.experts.online_sac import OnlineSACConfig, train_online_sac
 from imaginebench.modules.backbone import GaussianHead, StateInstructionEncoder
-from imaginebench.modules.online_sac import OnlineSACConfig, train_online_sac
 
-WEIGHTS_DIR = Path(__file__).resolve().parent / "experts"
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights" / "halfcheetah"
 JUMP_HEIGHT_WEIGHT = 10.0
 JUMP_SPEED_WEIGHT = 0.5
 SHUTTLE_TURN = SHUTTLE_DISTANCE + 0.5  # m out before turning back
