@@ -40,17 +40,16 @@ from typing import Any
 
 import numpy as np
 
-from imaginebench.data.dataset import (
+from imaginebench.data.dataset import RolloutDataset
+from imaginebench.data.schema import (
     FORMAT_NAME,
     LEVELS,
     SCHEMA_VERSION,
     SOURCES,
     SUPPORTED_SCHEMA_VERSIONS,
     DatasetError,
-    RolloutDataset,
-    _canonical_json,
-    _normalise_action_spec,
     default_provenance,
+    normalise_action_spec,
 )
 from imaginebench.data.validation import validate
 
@@ -209,7 +208,7 @@ def _differences(a: RolloutDataset, b: RolloutDataset) -> list[str]:
         if getattr(a, name) != getattr(b, name):
             out.append(name)
     for name in ("action_spec", "provenance"):
-        if _canonical_json(getattr(a, name)) != _canonical_json(getattr(b, name)):
+        if _sorted_json(getattr(a, name)) != _sorted_json(getattr(b, name)):
             out.append(name)
     return out
 
@@ -497,7 +496,7 @@ def _read(md: Any, src: str) -> RolloutDataset:
         )
     domain = need("domain", str)
     state_dim = need("state_dim", int)
-    action_spec = _normalise_action_spec(need("action_spec", dict), src)
+    action_spec = normalise_action_spec(need("action_spec", dict), src)
     provenance = need("provenance", dict)
     tables = {}
     for name in ("instructions", "tasks"):
@@ -591,3 +590,8 @@ def _read(md: Any, src: str) -> RolloutDataset:
         provenance=provenance,
     )
     return validate(raw, source_name=src, nonfinite="raise")
+
+
+def _sorted_json(obj: Any) -> str:
+    """JSON with sorted keys: equal objects give equal strings."""
+    return json.dumps(obj, sort_keys=True)
