@@ -80,9 +80,10 @@ TASK_NAMES: tuple[str, ...] = tuple(TASK_ENTITIES)
 # Meta-World's observation box for the hand (the env clips observations to it).
 HAND_LOW = np.array([-0.525, 0.348, -0.0525])
 HAND_HIGH = np.array([0.525, 1.025, 0.7])
-# The tool centre point (between the finger pads) relative to the hand body: the gripper keeps
-# a fixed orientation, so it is a constant offset up to a few millimetres (|Δ| <= 0.01 m).
-TCP_OFFSET = np.array([0.0, 0.0, -0.045])
+# The tool centre point (between the fingertips) relative to the hand body: the gripper keeps
+# a fixed orientation, so it is a constant offset up to a few millimetres (the mean over expert
+# rollouts; the y part varies between 0 and 0.007 m with the arm's posture).
+TCP_OFFSET = np.array([-0.0007, 0.003, -0.0448])
 
 
 def entity_slice(entity: str) -> slice:
