@@ -3,7 +3,6 @@ the 91-d slot layout, rewards, termination, the compositions' scenes, the distra
 and the replay judge on real and corrupted transitions."""
 
 import gymnasium as gym
-import mujoco
 import numpy as np
 import pytest
 
@@ -212,11 +211,14 @@ def test_distractor_option(suite):
     np.testing.assert_allclose(rows[:, 3:], np.broadcast_to(quat, (len(rows), 4)), atol=1e-6)
     plain = make("metaworld", "train").unwrapped
     obs, _ = plain.reset(seed=4)
-    assert plain.distractor_entity is None and filled_entities(obs) == TASK_ENTITIES[plain.task.name]
+    assert plain.distractor_entity is None
+    assert filled_entities(obs) == TASK_ENTITIES[plain.task.name]
 
 
 def test_distractor_ranges_cover_the_home_tasks_resets():
-    home = {"target_object": "reach", "lock": "door-unlock", "coffee": "coffee-push", "nail": "hammer"}
+    home = {
+        "target_object": "reach", "lock": "door-unlock", "coffee": "coffee-push", "nail": "hammer"
+    }
     rng = np.random.default_rng(2)
     for entity, name in home.items():
         scene = Scene(name)
@@ -255,7 +257,8 @@ def test_quality_judge_replays_real_rollouts_and_rejects_corrupted_ones():
 
 def test_quality_judge_legality():
     judge = MetaWorldQuality()
-    state = MetaWorldTaskSuite().sample_initial_state(MetaWorldTask("push"), np.random.default_rng(0))
+    suite = MetaWorldTaskSuite()
+    state = suite.sample_initial_state(MetaWorldTask("push"), np.random.default_rng(0))
     assert judge.legal(state[None])[0]
     cases = {
         "nan": (8, np.nan),

@@ -94,7 +94,8 @@ def test_make_coffee_chains_push_then_button_and_switches_the_target(envs):
     assert 0 < switch < solved
     np.testing.assert_allclose(states[:switch, 4:7], np.broadcast_to(states[0, 4:7], (switch, 3)))
     button_target = stage2_goal("make-coffee", states)
-    np.testing.assert_allclose(states[switch:, 4:7], np.broadcast_to(button_target, (len(states) - switch, 3)), atol=1e-6)
+    after = states[switch:, 4:7]
+    np.testing.assert_allclose(after, np.broadcast_to(button_target, after.shape), atol=1e-6)
     mug_goal = states[0, 4:7]
     assert np.linalg.norm(states[-1, 56:59] - mug_goal) <= 0.07  # mug still under the nozzle
 

@@ -40,7 +40,9 @@ def history(name, *steps, goal=GOAL):
     the key ``"hand"``), every state with the goal ``goal`` in the target slot."""
     out = []
     for step in steps:
-        entities = {e: np.concatenate([step.get(e, [0.3, 0.7, 0.1]), QUAT]) for e in TASK_ENTITIES[name]}
+        entities = {
+            e: np.concatenate([step.get(e, [0.3, 0.7, 0.1]), QUAT]) for e in TASK_ENTITIES[name]
+        }
         out.append(pack_state(step.get("hand", HAND), 1.0, goal, entities))
     return np.stack(out)
 

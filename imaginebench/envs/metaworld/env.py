@@ -1,4 +1,4 @@
-"""``imaginebench/MetaWorld-v0``: Meta-World 3.1.1 manipulation with instructions and task levels."""
+"""``imaginebench/MetaWorld-v0``: Meta-World 3.1.1 manipulation with instructions and levels."""
 
 from __future__ import annotations
 

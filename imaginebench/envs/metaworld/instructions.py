@@ -265,7 +265,9 @@ NOVEL_CORES: dict[str, tuple[str, ...]] = {
 
 def _fill(frames: tuple[str, ...], cores: tuple[str, ...]) -> list[str]:
     return [
-        frame.format(core=core, Core=core[0].upper() + core[1:]) for frame in frames for core in cores
+        frame.format(core=core, Core=core[0].upper() + core[1:])
+        for frame in frames
+        for core in cores
     ]
 
 

@@ -158,5 +158,6 @@ _RANGES: dict[str, tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]
     "soccer": ((-0.1, 0.6, 0.03), (0.1, 0.7, 0.03), (0.0, 0.0, 0.0, 1.0)),
 }
 DISTRACTOR_RANGES: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
-    name: (np.array(low), np.array(high), np.array(quat)) for name, (low, high, quat) in _RANGES.items()
+    name: (np.array(low), np.array(high), np.array(quat))
+    for name, (low, high, quat) in _RANGES.items()
 }

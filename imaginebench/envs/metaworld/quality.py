@@ -19,7 +19,8 @@
   is correct when every filled position entry of ``s_{t+1}`` is within
   :data:`POSITION_TOLERANCE` of the simulated one (1.5 mm, a fifth of the hand's median step
   of 7.6 mm in expert rollouts; the moving objects' median step is 6.4 mm), the gripper within
-  :data:`GRIPPER_TOLERANCE` and the quaternion entries within :data:`QUAT_TOLERANCE`. The target slot is not judged (it is the task's goal, not physics).
+  :data:`GRIPPER_TOLERANCE` and the quaternion entries within :data:`QUAT_TOLERANCE`. The
+  target slot is not judged (it is the task's goal, not physics).
   Real rollouts replay exactly (the forced positions are the simulator's own). A wrong state
   ``s_t`` fails the transitions into and out of it, and usually the next one too (the replay's
   velocities came from the wrong state).
@@ -160,7 +161,8 @@ class MetaWorldQuality:
                 continue
             scene = self._scene(name)
             try:
-                state = scene.reset(scene.rand_vec_from_state(initial))  # type: ignore[attr-defined]
+                parameters = scene.rand_vec_from_state(initial)  # type: ignore[attr-defined]
+                state = scene.reset(parameters)  # type: ignore[attr-defined]
             except ValueError:
                 continue
             if np.max(np.abs(state - initial)) <= RESET_TOLERANCE:

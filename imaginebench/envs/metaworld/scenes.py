@@ -14,7 +14,9 @@ compositions of the ``hard`` level are built from installed scenes:
   and its handle geom named ``handle``, built with ``mujoco.MjSpec`` from the installed XML. It
   resets locked, like door-unlock. A **latch** (a joint equality holding the hinge at 0) keeps
   the door shut while the lock is turned down more than :data:`LATCH_ANGLE` and the door is
-  closed, so the door physically opens only after it is unlocked. The original added the hinge
+  closed, so the door physically opens only after it is unlocked. The door is placed in
+  door-open's range (:data:`LOCKED_DOOR_LOW` .. :data:`LOCKED_DOOR_HIGH`), where the opened
+  door's handle stays within the hand's reach. The original added the hinge
   to the shared door-lock XML, which shifted the lock's qpos index and left door-unlock starting
   unlocked (unsolvable); here door-unlock and door-lock keep the unmodified XML.
 
@@ -113,8 +115,6 @@ _RAND_SOURCES: dict[str, tuple[int | None, ...]] = {
     "soccer": (84, 85, None, 4, 5, None),
 }
 
-COFFEE_BUTTON_TRAVEL = 0.03  # the coffee-button task's target: button + (0, 0.03, 0)
-DOOR_OPEN_OFFSET = np.array([-0.3, -0.45, 0.0])  # door-open's target: door + this
 LATCH_ANGLE = 0.5  # rad: the lock (0 open .. 1.5708 locked) holds the door beyond this
 DOOR_CLOSED = 0.01  # rad: the latch only engages on a closed door
 # locked-door-open's door positions: door-open's range. With door-lock's (y 0.80-0.85) the

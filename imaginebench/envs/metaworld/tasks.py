@@ -76,8 +76,8 @@ class Goal:
 
     ``entity`` is the tested entity (``None``: the gripper's tool centre), ``kind`` how it is
     compared with the goal: ``dist`` (Euclidean), ``x`` / ``y`` / ``z`` (one coordinate) or
-    ``nail`` (0.09 minus the nail's travel, against 0). ``offset`` is added to the entity's position; ``grip`` is where the gripper works
-    (default: the tested entity)."""
+    ``nail`` (0.09 minus the nail's travel, against 0). ``offset`` is added to the entity's
+    position; ``grip`` is where the gripper works (default: the tested entity)."""
 
     entity: str | None
     kind: str
