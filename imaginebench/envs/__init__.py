@@ -70,6 +70,7 @@ DOMAINS: dict[str, Domain] = {
     "halfcheetah": _domain(
         "halfcheetah", "imaginebench/HalfCheetah-v0", "halfcheetah", "HalfCheetah"
     ),
+    "metaworld": _domain("metaworld", "imaginebench/MetaWorld-v0", "metaworld", "MetaWorld"),
 }
 
 
@@ -103,6 +104,13 @@ if "imaginebench/HalfCheetah-v0" not in gym.registry:
     gym.register(
         id="imaginebench/HalfCheetah-v0",
         entry_point="imaginebench.envs.halfcheetah.env:HalfCheetahEnv",
+        disable_env_checker=True,
+    )
+
+if "imaginebench/MetaWorld-v0" not in gym.registry:
+    gym.register(
+        id="imaginebench/MetaWorld-v0",
+        entry_point="imaginebench.envs.metaworld.env:MetaWorldEnv",
         disable_env_checker=True,
     )
 

@@ -24,6 +24,7 @@ TASK_MODULES: tuple[str, ...] = (
     "imaginebench.envs.clevr.tasks",
     "imaginebench.envs.babyai.tasks",
     "imaginebench.envs.halfcheetah.tasks",
+    "imaginebench.envs.metaworld.tasks",
 )
 SPLITS = ("data", "eval")
 

@@ -1,4 +1,5 @@
-"""Experts that act in the simulators: scripted (CLEVR, BabyAI) and learned (HalfCheetah).
+"""Experts that act in the simulators: scripted (CLEVR, BabyAI, Meta-World) and learned
+(HalfCheetah).
 
 Every expert follows one contract, :class:`Expert`: ``act(env)`` reads the live (reset) env and
 returns the next action. Learned policies are different: their ``act(states, instructions)``
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from imaginebench.experts.babyai import BabyAIExpert
     from imaginebench.experts.clevr import ClevrExpert
     from imaginebench.experts.halfcheetah import HalfCheetahExpert, train_skill
+    from imaginebench.experts.metaworld import MetaWorldExpert
     from imaginebench.experts.online_sac import OnlineSACConfig, train_online_sac
 
 
@@ -34,6 +36,7 @@ EXPERTS: dict[str, str] = {
     "clevr": "imaginebench.experts.clevr:ClevrExpert",
     "babyai": "imaginebench.experts.babyai:BabyAIExpert",
     "halfcheetah": "imaginebench.experts.halfcheetah:HalfCheetahExpert",
+    "metaworld": "imaginebench.experts.metaworld:MetaWorldExpert",
 }
 
 # public name -> module that defines it (loaded on first access)
@@ -41,6 +44,7 @@ _LAZY: dict[str, str] = {
     "ClevrExpert": "imaginebench.experts.clevr",
     "BabyAIExpert": "imaginebench.experts.babyai",
     "HalfCheetahExpert": "imaginebench.experts.halfcheetah",
+    "MetaWorldExpert": "imaginebench.experts.metaworld",
     "train_skill": "imaginebench.experts.halfcheetah",
     "OnlineSACConfig": "imaginebench.experts.online_sac",
     "train_online_sac": "imaginebench.experts.online_sac",
@@ -73,6 +77,7 @@ __all__ = [
     "ClevrExpert",
     "Expert",
     "HalfCheetahExpert",
+    "MetaWorldExpert",
     "OnlineSACConfig",
     "expert_class",
     "make_expert",
