@@ -42,6 +42,7 @@ import numpy as np
 
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.schema import (
+    ARRAY_KINDS,
     FORMAT_NAME,
     LEVELS,
     SCHEMA_VERSION,
@@ -71,19 +72,6 @@ EPISODE_METADATA_KEYS = ("instruction", "task", "level", "source", "success")
 MINARI_INSTALL_HINT = "pip install 'imaginebench[minari]'"
 #: ``(namespace/)name-vN``: the version is required (Minari's parser fails without one).
 _DATASET_ID = re.compile(r"^(?:[-_\w][-_\w/]*[-_\w]+/)?[-_\w]+?-v\d+$")
-_ARRAYS = (
-    "states",
-    "actions",
-    "rewards",
-    "terminals",
-    "truncations",
-    "episode_offsets",
-    "episode_instruction",
-    "episode_task",
-    "episode_level",
-    "episode_source",
-    "episode_success",
-)
 
 
 class MinariMissingError(ImportError):
@@ -200,7 +188,7 @@ def _episode_slices(ds: RolloutDataset) -> Iterator[tuple[int, slice, slice]]:
 def _differences(a: RolloutDataset, b: RolloutDataset) -> list[str]:
     """Fields in which ``b`` differs from ``a`` (arrays by dtype and value, strings exactly)."""
     out = []
-    for name in _ARRAYS:
+    for name in ARRAY_KINDS:  # every array of the format
         x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
         if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x, y):
             out.append(name)
