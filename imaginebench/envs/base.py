@@ -48,6 +48,26 @@ def check_level(level: str) -> Level:
     return level  # type: ignore[return-value]
 
 
+def check_state_array(states: Any, state_dim: int, domain: str) -> np.ndarray:
+    """``states`` ``(..., state_dim)`` as float64, else a clear error naming ``domain``."""
+    arr = np.asarray(states, dtype=np.float64)
+    if arr.ndim == 0 or arr.shape[-1] != state_dim:
+        raise ValueError(f"{domain} states must have {state_dim} entries, got shape {arr.shape}")
+    return arr
+
+
+def check_rollout_actions(states: np.ndarray, actions: Any, action_dim: int) -> np.ndarray:
+    """``actions`` ``(..., T, action_dim)`` of the rollout ``states`` ``(..., T + 1, D)`` as
+    float64, else a clear error."""
+    a = np.asarray(actions, dtype=np.float64)
+    if states.ndim < 2 or a.shape != states.shape[:-2] + (states.shape[-2] - 1, action_dim):
+        raise ValueError(
+            f"actions must have shape (..., T, {action_dim}) for states (..., T + 1, "
+            f"{states.shape[-1]}); got actions {a.shape} and states {states.shape}"
+        )
+    return a
+
+
 class Task(ABC):
     """A task family instance: parameters, instruction wordings and a state-only success test.
 

@@ -8,7 +8,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv as _GymHalfCheetah
 
-from imaginebench.envs.base import InstructionEnv, Level, Task, check_level
+from imaginebench.envs.base import (
+    InstructionEnv,
+    Level,
+    Task,
+    check_level,
+    check_rollout_actions,
+)
 from imaginebench.envs.halfcheetah.physics import (
     ACTION_DIM,
     CTRL_COST_WEIGHT,
@@ -32,12 +38,7 @@ def episode_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.n
     if not isinstance(task, HalfCheetahTask):
         raise TypeError(f"not a HalfCheetah task: {task!r}")
     s = check_states(states)
-    a = np.asarray(actions, dtype=np.float64)
-    if s.ndim < 2 or a.shape != s.shape[:-2] + (s.shape[-2] - 1, ACTION_DIM):
-        raise ValueError(
-            f"actions must have shape (..., T, {ACTION_DIM}) for states (..., T + 1, "
-            f"{STATE_DIM}); got actions {a.shape} and states {s.shape}"
-        )
+    a = check_rollout_actions(s, actions, ACTION_DIM)
     forward = s[..., 1:, DX] / DT
     ctrl = -CTRL_COST_WEIGHT * np.sum(a**2, axis=-1)
     return (task.speed_reward(forward) + ctrl).astype(np.float32)

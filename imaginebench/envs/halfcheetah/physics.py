@@ -18,6 +18,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from imaginebench.envs.base import check_state_array
+
 STATE_DIM = 18
 ACTION_DIM = 6
 FRAME_SKIP = 5  # HalfCheetah-v5: 5 physics steps of 0.01 s per action
@@ -47,10 +49,7 @@ def load_model() -> mujoco.MjModel:
 
 def check_states(states: np.ndarray) -> np.ndarray:
     """``states`` as float64 with a shape check (``(..., 18)``)."""
-    arr = np.asarray(states, dtype=np.float64)
-    if arr.ndim == 0 or arr.shape[-1] != STATE_DIM:
-        raise ValueError(f"HalfCheetah states must have {STATE_DIM} entries, got shape {arr.shape}")
-    return arr
+    return check_state_array(states, STATE_DIM, "HalfCheetah")
 
 
 def set_state(model: mujoco.MjModel, data: mujoco.MjData, state: np.ndarray) -> None:

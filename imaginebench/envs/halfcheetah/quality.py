@@ -24,6 +24,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from imaginebench.envs.base import check_rollout_actions
 from imaginebench.envs.halfcheetah.physics import (
     ACTION_DIM,
     DT,
@@ -87,12 +88,9 @@ class HalfCheetahQuality:
         """``(T, 18)`` absolute differences between ``states[1:]`` and the simulated next
         states (``inf`` where ``states[t]`` is illegal or ``actions[t]`` not finite)."""
         states = check_states(states)
-        actions = np.asarray(actions, dtype=np.float64)
-        if actions.shape != (len(states) - 1, ACTION_DIM):
-            raise ValueError(
-                f"actions must have shape ({len(states) - 1}, {ACTION_DIM}) for {len(states)} "
-                f"states, got {actions.shape}"
-            )
+        if states.ndim != 2:
+            raise ValueError(f"states must be one rollout (T + 1, {STATE_DIM}), got {states.shape}")
+        actions = check_rollout_actions(states, actions, ACTION_DIM)
         out = np.full((len(actions), STATE_DIM), np.inf)
         ok = legal_states(states[:-1]) & np.isfinite(actions).all(axis=-1)
         for t in np.flatnonzero(ok):

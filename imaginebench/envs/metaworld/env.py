@@ -7,7 +7,13 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from imaginebench.envs.base import InstructionEnv, Level, Task, check_level
+from imaginebench.envs.base import (
+    InstructionEnv,
+    Level,
+    Task,
+    check_level,
+    check_rollout_actions,
+)
 from imaginebench.envs.metaworld.layout import (
     ACTION_DIM,
     DISTRACTOR_RANGES,
@@ -32,12 +38,7 @@ def episode_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.n
     if not isinstance(task, MetaWorldTask):
         raise TypeError(f"not a Meta-World task: {task!r}")
     s = check_states(states)
-    a = np.asarray(actions)
-    if s.ndim < 2 or a.shape != s.shape[:-2] + (s.shape[-2] - 1, ACTION_DIM):
-        raise ValueError(
-            f"actions must have shape (..., T, {ACTION_DIM}) for states (..., T + 1, "
-            f"{STATE_DIM}); got actions {a.shape} and states {s.shape}"
-        )
+    a = check_rollout_actions(s, actions, ACTION_DIM)
     shaped = np.diff(task.dense_reward(s), axis=-1)
     return np.where(task.success(s)[..., 1:], SUCCESS_REWARD, shaped).astype(np.float32)
 

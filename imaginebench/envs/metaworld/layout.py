@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from imaginebench.envs.base import check_state_array
+
 STATE_DIM = 91
 ACTION_DIM = 4
 ENTITY_DIM = 7
@@ -114,10 +116,7 @@ def unused_entities(name: str) -> tuple[str, ...]:
 
 def check_states(states: np.ndarray) -> np.ndarray:
     """``states`` as float64 with a shape check (``(..., 91)``)."""
-    arr = np.asarray(states, dtype=np.float64)
-    if arr.ndim == 0 or arr.shape[-1] != STATE_DIM:
-        raise ValueError(f"Meta-World states must have {STATE_DIM} entries, got shape {arr.shape}")
-    return arr
+    return check_state_array(states, STATE_DIM, "Meta-World")
 
 
 def tcp(states: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from imaginebench.envs.base import check_rollout_actions
 from imaginebench.envs.metaworld.layout import (
     ACTION_DIM,
     ENTITIES,
@@ -174,12 +175,9 @@ class MetaWorldQuality:
         states on the entries the task fills (0 elsewhere; ``inf`` where the step could not be
         replayed: an illegal state, a non-finite action, an unidentified scene)."""
         states = check_states(states)
-        actions = np.asarray(actions, dtype=np.float64)
-        if actions.shape != (len(states) - 1, ACTION_DIM):
-            raise ValueError(
-                f"actions must have shape ({len(states) - 1}, {ACTION_DIM}) for {len(states)} "
-                f"states, got {actions.shape}"
-            )
+        if states.ndim != 2:
+            raise ValueError(f"states must be one rollout (T + 1, {STATE_DIM}), got {states.shape}")
+        actions = check_rollout_actions(states, actions, ACTION_DIM)
         out = np.full((len(actions), STATE_DIM), np.inf)
         name = self.identify(states[0]) if legal_states(states[:1])[0] else None
         if name is None or len(actions) == 0:
