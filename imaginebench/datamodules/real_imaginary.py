@@ -50,12 +50,8 @@ class RealImaginaryDataModule(RolloutDataModule):
         imaginary_optional: skip missing imaginary files with a warning instead of failing.
             What was used in the end (files, episodes kept and dropped, the effective ratio) is
             in :attr:`usage`, which ``results.json`` records.
-        updates_per_batch: hand the trainer ``K`` consecutive batches at once, stacked into a
-            ``(K, batch_size)`` TensorDict; the module makes one gradient update per slice.
-            The stream and ``global_step`` (one per update) are unchanged; only Lightning's
-            per-batch overhead is paid once per ``K`` updates (default 8; 1 hands over
-            single batches). Training still stops at exactly ``max_steps``; step-interval
-            checkpoints must be multiples of ``K`` (checked).
+        updates_per_batch: consecutive batches handed to the trainer at once, one gradient
+            update each (as in :class:`RolloutDataModule`; default 8).
     """
 
     def __init__(
