@@ -202,6 +202,37 @@ def test_actions_in_words_take_a_position_per_word_and_their_loss_falls(real_pat
     assert words == pytest.approx(after["action_ce"], rel=1e-5)
 
 
+@pytest.mark.parametrize("words", [None, "clevr"])
+def test_packed_batches_give_the_padded_losses_and_gradients(real_path, words):
+    """Sequences laid end to end (one row, positions restarting per sequence) attend within
+    themselves only and see only their own context: every loss term and every gradient is the
+    padded batch's (caught: one causal mask over the row, context carried across sequences)."""
+    dm = _datamodule(real_path)
+    dm.setup("fit")
+    action_words = CLEVR_ACTION_WORDS if words else None
+    module = _tiny(dm, action_words=action_words, context_hidden=16)
+    module.dataset = dm.dataset
+    module.model.fit_statistics(*transition_states(dm.dataset))
+    module.eval()  # no dropout: both layouts must compute the same function
+    refs = dm.references(0, dm.train_episodes, 12)
+    assert len(set(refs["task"].tolist())) > 1
+    results = []
+    for pack in (False, True):
+        module.pack_sequences = pack
+        batch = module.collate(refs)
+        assert batch["input_ids"].shape[0] == (1 if pack else 12)
+        module.zero_grad()
+        terms = module.model.losses(batch)
+        module._loss(terms).backward()
+        grads = {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
+        results.append(({k: float(v.detach()) for k, v in terms.items()}, grads))
+    (padded, padded_grads), (packed, packed_grads) = results
+    assert packed == pytest.approx(padded, rel=1e-4, abs=1e-6)
+    assert packed_grads.keys() == padded_grads.keys() and padded_grads
+    for name, grad in padded_grads.items():
+        torch.testing.assert_close(packed_grads[name], grad, rtol=1e-3, atol=1e-6, msg=name)
+
+
 def _action_terms(module, dm):
     """Loss terms on 32 generation sequences of training rollouts."""
     module.eval()
@@ -541,8 +572,15 @@ def test_context_holds_the_latest_state_and_only_complete_actions(real_path):
     batch = module.builder.collate([item])
     kind, word = batch["kind"][0], batch["word"][0]
     slots = [(int(k), int(w)) for k, w in zip(kind, word) if k != 0]
-    assert slots == [(STATE, 0), (ACTION, 0), (ACTION, 1), (STATE, 0), (ACTION, 0), (ACTION, 1),
-                     (STATE, 0)]
+    assert slots == [
+        (STATE, 0),
+        (ACTION, 0),
+        (ACTION, 1),
+        (STATE, 0),
+        (ACTION, 0),
+        (ACTION, 1),
+        (STATE, 0),
+    ]
     first_slot = int(torch.nonzero(kind == STATE)[0])
     assert not batch["has_context_state"][0, :first_slot].any()
     positions = list(range(first_slot, len(kind)))

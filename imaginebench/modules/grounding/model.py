@@ -257,12 +257,18 @@ class GroundedLM(nn.Module):
     def hidden(
         self,
         embeds: Tensor,
-        attention_mask: Tensor,
+        attention_mask: Tensor | None,
         position_ids: Tensor,
         cache: Any = None,
         use_cache: bool = False,
     ) -> tuple[Tensor, Any]:
-        """Final hidden states (float32) of the LM body for ``embeds`` (and the KV cache)."""
+        """Final hidden states (float32) of the LM body for ``embeds`` (and the KV cache).
+
+        Without padding or cache the mask is left out, so that ``position_ids`` restarting
+        at 0 mark packed sequences that attend within themselves only (transformers' packed
+        format; :meth:`SequenceBuilder.collate` with ``pack``)."""
+        if cache is None and bool(attention_mask.all()):
+            attention_mask = None
         out = self.lm.base_model(
             inputs_embeds=embeds.to(self.lm_dtype),
             attention_mask=attention_mask,
@@ -398,7 +404,9 @@ class GroundedLM(nn.Module):
             squared = (change - target).pow(2).mean(-1)
             out = {"state_mse": masked_mean(squared, state_mask)}
             predicted = torch.where(
-                use_base, base + change.detach() * self.change_std, self.denormalize(change.detach())
+                use_base,
+                base + change.detach() * self.change_std,
+                self.denormalize(change.detach()),
             )
         with torch.no_grad():  # error in data units, for humans
             out["state_mae"] = masked_mean((predicted - states).abs().mean(-1), state_mask)

@@ -107,6 +107,8 @@ class GroundingModule(L.LightningModule):
         context_hidden: width of the context MLP that hands the state and action heads the
             latest state and complete action at their position (0: the heads read the LM's
             hidden state alone, as in KALM); see :mod:`~imaginebench.modules.grounding.model`.
+        pack_sequences: lay a batch's sequences end to end in one row instead of padding them
+            to the longest (same losses up to float rounding; the LM computes no padding).
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class GroundingModule(L.LightningModule):
         action_words: list[list[str]] | None = None,
         lm_layers: int | None = None,
         context_hidden: int = 0,
+        pack_sequences: bool = False,
     ) -> None:
         super().__init__()
         lora = as_config(lora, LoraSettings, "lora")
@@ -186,6 +189,7 @@ class GroundingModule(L.LightningModule):
         self.builder = SequenceBuilder(
             self.tokenizer, self.state_dim, shape, window, self.model.words_per_action
         )
+        self.pack_sequences = pack_sequences
         self.dataset = None  # the data module's real dataset, set in setup
 
     # -- data -----------------------------------------------------------------------------------
@@ -221,7 +225,7 @@ class GroundingModule(L.LightningModule):
                     self.builder, TASK_KINDS[kind], ep.instruction, ep.states, ep.actions, step
                 )
             )
-        return to_device(self.builder.collate(items), self.device)
+        return to_device(self.builder.collate(items, pack=self.pack_sequences), self.device)
 
     # -- steps ----------------------------------------------------------------------------------
     def _loss(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:

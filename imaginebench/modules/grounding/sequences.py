@@ -69,6 +69,7 @@ class Item:
     action: list[Any]  # action value at ACTION positions
     base: list[np.ndarray | None]  # base state of STATE targets (None: absolute)
     word: list[int]  # which of an action's words an ACTION position holds (0 elsewhere)
+    context: list[tuple[Any, Any]] | None = None  # set by packing (else :func:`context_of`)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -223,7 +224,12 @@ class SequenceBuilder:
         return item
 
     # -- batching -----------------------------------------------------------------------------
-    def collate(self, items: Sequence[Item], padding_side: Literal["right", "left"] = "right"):
+    def collate(
+        self,
+        items: Sequence[Item],
+        padding_side: Literal["right", "left"] = "right",
+        pack: bool = False,
+    ):
         """Pad ``items`` into a dict of tensors (all ``(B, L, ...)``).
 
         Keys: ``input_ids``, ``kind``, ``target``, ``state``, ``base``, ``has_base``,
@@ -231,7 +237,15 @@ class SequenceBuilder:
         left and right padding give every real position the same index), and the numbers known
         at each position (see :func:`context_of`): ``context_state``, ``has_context_state``,
         ``context_action``, ``has_context_action``.
+
+        With ``pack``, the items are laid end to end in one row (``B = 1``, no padding) and
+        ``position_ids`` restart at 0 with each item: the LM, given no attention mask, attends
+        within each item only (:meth:`GroundedLM.hidden`), and each item's context is its own.
+        Every item's first position must be unsupervised, since the row's shift by one pairs
+        it with the previous item's last.
         """
+        if pack:
+            return self._pack(items)
         b, length = len(items), max(len(i) for i in items)
         discrete = self.action_shape == ()
         out = {
@@ -270,7 +284,12 @@ class SequenceBuilder:
                 if base is not None:
                     out["base"][row, start + p] = torch.as_tensor(base)
                     out["has_base"][row, start + p] = True
-            for p, (state, action) in enumerate(context_of(item, self.words_per_action)):
+            context = (
+                item.context
+                if item.context is not None
+                else context_of(item, self.words_per_action)
+            )
+            for p, (state, action) in enumerate(context):
                 if state is not None:
                     out["context_state"][row, start + p] = torch.as_tensor(state)
                     out["has_context_state"][row, start + p] = True
@@ -279,6 +298,18 @@ class SequenceBuilder:
                     out["has_context_action"][row, start + p] = True
         out["position_ids"] = (out["attention_mask"].cumsum(1) - 1).clamp_min(0)
         return out
+
+    def _pack(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        if any(item.target[0] != NONE for item in items):
+            raise ValueError("packing needs every item's first position unsupervised")
+        whole = Item([], [], [], [], [], [], [], context=[])
+        for item in items:
+            for name in ("tokens", "kind", "target", "state", "action", "base", "word"):
+                getattr(whole, name).extend(getattr(item, name))
+            whole.context.extend(context_of(item, self.words_per_action))  # per item: no leaks
+        row = self.collate([whole])
+        row["position_ids"] = torch.cat([torch.arange(len(item)) for item in items])[None]
+        return row
 
 
 def context_of(item: Item, words_per_action: int) -> list[tuple[Any, Any]]:
