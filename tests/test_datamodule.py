@@ -488,6 +488,24 @@ def test_missing_real_data_is_collected_once(tmp_path, monkeypatch):
     assert next(iter(dm.batches())).batch_size == torch.Size([8])
 
 
+def test_a_new_expert_version_does_not_reuse_the_older_cached_data(tmp_path, monkeypatch):
+    """Cached real data is keyed by the expert's data version: after an expert change (e.g.
+    HalfCheetah's paced runs) the older file is left alone and the new expert collects
+    (caught: a cache name without the version, which would reuse stale data silently)."""
+    import imaginebench.data.collect as collect_module
+
+    config = CollectConfig(episodes=3, seed=2)
+    RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path)).prepare_data()
+    old = tmp_path / config.filename("clevr")
+    monkeypatch.setitem(collect_module.EXPERT_DATA_VERSIONS, "clevr", 99)
+    new = tmp_path / config.filename("clevr")
+    assert new != old and not new.exists()
+    dm = RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path))
+    assert dm.resolved_real_path() == new
+    dm.prepare_data()
+    assert new.exists() and old.exists()
+
+
 def test_setup_collects_without_prepare_data(tmp_path):
     config = CollectConfig(episodes=3, seed=2)
     dm = RealImaginaryDataModule(real=None, collect=config, cache_dir=str(tmp_path))

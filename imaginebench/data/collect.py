@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 from imaginebench.data.format import Episode, RolloutDataset, default_provenance
 from imaginebench.envs import Level, check_level, make
 from imaginebench.envs.base import action_spec_of
-from imaginebench.experts import make_expert
+from imaginebench.experts import EXPERT_DATA_VERSIONS, make_expert
 
 
 @dataclass
@@ -35,9 +35,11 @@ class CollectConfig:
     paraphrases: int = 10
 
     def filename(self, domain: str) -> str:
+        """The cache file's name: the collection settings and the version of the domain's
+        expert data (:data:`~imaginebench.experts.EXPERT_DATA_VERSIONS`)."""
         return (
             f"{domain}_{self.level}_real_n{self.episodes}_s{self.seed}_e{self.epsilon:g}"
-            f"_p{self.paraphrases}.h5"
+            f"_p{self.paraphrases}_x{EXPERT_DATA_VERSIONS.get(domain, 1)}.h5"
         )
 
 

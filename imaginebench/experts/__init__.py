@@ -39,6 +39,12 @@ EXPERTS: dict[str, str] = {
     "metaworld": "imaginebench.experts.metaworld:MetaWorldExpert",
 }
 
+# domain -> version of what its expert collects. Bump it when a change to the expert (or to the
+# environment it acts in) changes the data it collects: the cache of collected real data is keyed
+# by it (``CollectConfig.filename``), so older cached files are not reused by mistake.
+# HalfCheetah 2: the training-level runs are paced (RUN_PACE_TORQUE).
+EXPERT_DATA_VERSIONS: dict[str, int] = {"clevr": 1, "babyai": 1, "halfcheetah": 2, "metaworld": 1}
+
 # public name -> module that defines it (loaded on first access)
 _LAZY: dict[str, str] = {
     "ClevrExpert": "imaginebench.experts.clevr",
@@ -73,6 +79,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EXPERTS",
+    "EXPERT_DATA_VERSIONS",
     "BabyAIExpert",
     "ClevrExpert",
     "Expert",
