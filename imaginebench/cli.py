@@ -124,7 +124,12 @@ def _render(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     frames, fps = render_dataset_episode(
-        args.file, args.episode, args.height, args.width, drop_nonfinite=args.drop_nonfinite
+        args.file,
+        args.episode,
+        args.height,
+        args.width,
+        drop_nonfinite=args.drop_nonfinite,
+        every=args.every,
     )
     write_video(frames, out, args.fps or fps)
     print(f"wrote {out}: {len(frames)} frames of {frames.shape[2]}x{frames.shape[1]}")
@@ -307,6 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=320, help="frame width in pixels (default 320)")
     p.add_argument(
         "--fps", type=float, default=None, help="frames per second (default: the domain's)"
+    )
+    p.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        help="keep every N-th frame and the last (smaller files of long episodes; default 1)",
     )
     p.add_argument(
         "--drop-nonfinite",

@@ -27,7 +27,8 @@ def wrap(text: str, font: ImageFont.FreeTypeFont, width: float) -> list[str]:
 
 def caption_frames(frames: np.ndarray, title: str, notes: Sequence[str] = ()) -> np.ndarray:
     """Frames ``(T, H, W, 3)`` uint8 with a white band below each: ``title`` wrapped to the
-    frame's width on every frame, then ``notes[t]`` (if given) in grey on frame ``t``.
+    frame's width on every frame, then ``notes[t]`` (if given, wrapped too) in grey on frame
+    ``t``.
 
     Every frame gets the same band height, so the result is ``(T, H + band, W, 3)``.
     """
@@ -41,7 +42,8 @@ def caption_frames(frames: np.ndarray, title: str, notes: Sequence[str] = ()) ->
     font = ImageFont.load_default(size=size)
     margin, line = size // 2, int(size * 1.3)
     lines = wrap(title, font, width - 2 * margin)
-    band = margin * 2 + line * (len(lines) + (1 if notes else 0))
+    note_lines = [wrap(note, font, width - 2 * margin) for note in notes]
+    band = margin * 2 + line * (len(lines) + max(map(len, note_lines), default=0))
     out = np.empty((len(frames), frames.shape[1] + band, width, 3), dtype=np.uint8)
     for t, frame in enumerate(frames):
         canvas = Image.new("RGB", (width, frames.shape[1] + band), CAPTION_BACKGROUND)
@@ -51,7 +53,8 @@ def caption_frames(frames: np.ndarray, title: str, notes: Sequence[str] = ()) ->
         for text in lines:
             draw.text((margin, y), text, fill=TITLE_COLOUR, font=font)
             y += line
-        if notes:
-            draw.text((margin, y), notes[t], fill=NOTE_COLOUR, font=font)
+        for text in note_lines[t] if notes else ():
+            draw.text((margin, y), text, fill=NOTE_COLOUR, font=font)
+            y += line
         out[t] = np.asarray(canvas)
     return out

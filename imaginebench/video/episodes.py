@@ -15,25 +15,42 @@ from imaginebench.video.captions import caption_frames
 
 
 def step_notes(task: Task, states: np.ndarray, header: str = "") -> list[str]:
-    """One line per state: ``header | step t/T``, plus ``| success`` where the task's
-    state-only judge counts the rollout as accomplished at step ``t``."""
+    """One line per state: ``step t/T``, `` success`` where the task's state-only judge counts
+    the rollout as accomplished at step ``t``, then `` | header``. The step comes first, so
+    even a narrow frame shows it (and no two frames of a GIF are identical: Pillow would merge
+    them)."""
     states = np.nan_to_num(np.asarray(states, dtype=np.float64))
     success = np.asarray(task.success(states), dtype=bool)
     last = len(states) - 1
-    prefix = f"{header} | " if header else ""
+    suffix = f" | {header}" if header else ""
     return [
-        f"{prefix}step {t}/{last}" + (" | success" if success[t] else "")
-        for t in range(len(states))
+        f"step {t}/{last}" + (" success" if success[t] else "") + suffix for t in range(len(states))
     ]
 
 
+def kept_steps(length: int, every: int) -> np.ndarray:
+    """The indices of every ``every``-th of ``length`` states, the last one always included."""
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+    return np.unique(np.append(np.arange(0, length, every), length - 1))
+
+
 def render_rollout(
-    renderer: RolloutRenderer, task: Task, instruction: str, states: np.ndarray, header: str = ""
+    renderer: RolloutRenderer,
+    task: Task,
+    instruction: str,
+    states: np.ndarray,
+    header: str = "",
+    every: int = 1,
 ) -> np.ndarray:
-    """Frames ``(T, H', W, 3)`` of the states ``(T, D)`` drawn by ``renderer``, the instruction
-    and :func:`step_notes` captioned under each."""
+    """Frames of the states ``(T, D)`` drawn by ``renderer``, the instruction and
+    :func:`step_notes` captioned under each: ``(T, H', W, 3)``, or with ``every > 1`` only the
+    frames of :func:`kept_steps` (the whole rollout is still drawn, so a renderer that follows
+    the history sees all of it)."""
     frames = renderer.render(task, states)
-    return caption_frames(frames, instruction, step_notes(task, states, header))
+    keep = kept_steps(len(states), every)
+    notes = step_notes(task, states, header)
+    return caption_frames(frames[keep], instruction, [notes[t] for t in keep])
 
 
 def render_dataset_episode(
@@ -42,12 +59,15 @@ def render_dataset_episode(
     height: int = 240,
     width: int = 320,
     drop_nonfinite: bool = False,
-) -> tuple[np.ndarray, int]:
+    every: int = 1,
+) -> tuple[np.ndarray, float]:
     """The captioned frames of episode ``episode`` of the dataset file ``path`` (or
-    ``shipped:<domain>/<file>``) and the domain renderer's frames per second.
+    ``shipped:<domain>/<file>``) and the frames per second that play them in the domain
+    renderer's time (its ``fps / every``).
 
     ``drop_nonfinite`` loads the file without its episodes holding NaN/inf (as imaginary data is
-    loaded for training); indices then count the remaining episodes."""
+    loaded for training); indices then count the remaining episodes. ``every`` keeps every
+    ``every``-th frame (and the last; see :func:`render_rollout`)."""
     dataset = load_dataset(resolve_data_path(path), nonfinite="drop" if drop_nonfinite else "raise")
     if not 0 <= episode < len(dataset):
         raise ValueError(
@@ -58,5 +78,5 @@ def render_dataset_episode(
     task = Task.from_spec(item.task_spec)
     header = f"{item.source} | {item.level} | episode {episode}"
     with make_renderer(dataset.domain, height, width) as renderer:
-        frames = render_rollout(renderer, task, item.instruction, item.states, header)
-        return frames, renderer.fps
+        frames = render_rollout(renderer, task, item.instruction, item.states, header, every)
+        return frames, renderer.fps / every
