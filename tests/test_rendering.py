@@ -13,7 +13,8 @@ from imaginebench.cli import main
 from imaginebench.data.format import load_dataset
 from imaginebench.data.shipped import resolve_data_path
 from imaginebench.envs import DOMAINS, Domain, make, make_renderer
-from imaginebench.video import caption_frames, write_video
+from imaginebench.envs.base import Task
+from imaginebench.video import caption_frames, render_rollout, write_video
 
 SHIPPED = "shipped:babyai/imaginary_easy.h5"
 
@@ -54,19 +55,24 @@ def test_babyai_frame_shows_the_agent_in_its_cell():
     assert cells == {tuple(int(v) for v in state[13:15]), tuple(int(v) for v in moved[13:15])}
 
 
-@pytest.mark.parametrize("domain", ["halfcheetah", "metaworld"])
+@pytest.mark.parametrize(
+    "domain", ["halfcheetah", pytest.param("metaworld", marks=pytest.mark.slow)]
+)  # Meta-World builds its scene twice (env and renderer): about 5 s
 def test_mujoco_frames_follow_the_state_and_survive_illegal_ones(domain):
     task, state = _initial(domain)
     bent, broken = state.copy(), state.copy()
     if domain == "halfcheetah":
-        bent[6] += 1.0  # front thigh angle
+        bent[[0, 6]] += (0.3, 1.0)  # moved forward, front thigh bent
     else:
         bent[:3] += (0.15, -0.1, 0.1)  # the hand
     broken[1:6] = (np.nan, np.inf, -1e9, 40.0, -40.0)  # nothing a simulator would reach
+    states = np.stack([state, bent, broken])
     with make_renderer(domain, 48, 64) as renderer:
-        frames = renderer.render(task, np.stack([state, bent, broken]))
+        frames = renderer.render(task, states)
+        last = renderer.render(task, states, steps=[2])  # drawn after the whole history
     assert frames.shape == (3, 48, 64, 3)
     assert np.abs(frames[0].astype(int) - frames[1]).mean() > 1.0
+    assert np.array_equal(last[0], frames[2])
 
 
 def test_illegal_grid_and_table_states_are_drawn_without_error():
@@ -106,6 +112,15 @@ def test_render_command_writes_one_gif_frame_per_state(tmp_path, capsys):
         assert gif.n_frames == len(episode.states)
         assert gif.size[0] == 48
     assert "wrote" in capsys.readouterr().out
+
+
+def test_every_keeps_those_frames_and_the_last():
+    episode = load_dataset(resolve_data_path(SHIPPED)).episode(3)  # 6 states
+    task = Task.from_spec(episode.task_spec)
+    with make_renderer("babyai", 32, 32) as renderer:
+        every = render_rollout(renderer, task, episode.instruction, episode.states, every=2)
+        whole = render_rollout(renderer, task, episode.instruction, episode.states)
+    assert len(whole) == 6 and np.array_equal(every, whole[[0, 2, 4, 5]])
 
 
 def test_render_command_errors_are_clear(tmp_path, capsys):

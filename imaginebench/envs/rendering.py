@@ -52,9 +52,11 @@ class RolloutRenderer(ABC):
         self.height, self.width = int(height), int(width)
 
     @abstractmethod
-    def render(self, task: Task, states: np.ndarray) -> np.ndarray:
-        """Frames ``(T, height, width, 3)`` uint8 of the states ``(T, state_dim)`` of one rollout
-        of ``task`` (index 0 = the initial state)."""
+    def render(self, task: Task, states: np.ndarray, steps: Any = None) -> np.ndarray:
+        """Frames ``(S, height, width, 3)`` uint8 of the states at indices ``steps`` (default:
+        all ``T``) of the rollout ``states`` ``(T, state_dim)`` of ``task`` (index 0 = the
+        initial state). The whole rollout is read: a frame may depend on the states before it
+        (the distance covered, the way the agent faces)."""
 
     def close(self) -> None:
         """Free the renderer's resources (an OpenGL context); it cannot render afterwards."""
@@ -64,6 +66,29 @@ class RolloutRenderer(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def frame_steps(steps: Any, length: int) -> np.ndarray:
+    """``steps`` (default: all of ``range(length)``) as an int array, each in ``[0, length)``."""
+    if steps is None:
+        return np.arange(length)
+    index = np.asarray(steps)
+    if (
+        index.ndim != 1
+        or index.dtype.kind not in "iu"
+        or not ((0 <= index) & (index < length)).all()
+    ):
+        raise ValueError(f"steps must be integer indices in [0, {length}), got {steps!r}")
+    return index
+
+
+def plain_lighting(scene: Any) -> None:
+    """Switch off shadows and reflections in a ``mujoco.MjvScene``: software OpenGL (Mesa's
+    llvmpipe, what headless CPUs render with) draws them 5 to 30 times slower than the rest."""
+    import mujoco
+
+    scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+    scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
 
 
 def mujoco_renderer(model: Any, height: int, width: int) -> Any:

@@ -45,12 +45,11 @@ def render_rollout(
 ) -> np.ndarray:
     """Frames of the states ``(T, D)`` drawn by ``renderer``, the instruction and
     :func:`step_notes` captioned under each: ``(T, H', W, 3)``, or with ``every > 1`` only the
-    frames of :func:`kept_steps` (the whole rollout is still drawn, so a renderer that follows
-    the history sees all of it)."""
-    frames = renderer.render(task, states)
+    frames of :func:`kept_steps` (the renderer still reads the whole rollout)."""
     keep = kept_steps(len(states), every)
+    frames = renderer.render(task, states, keep)
     notes = step_notes(task, states, header)
-    return caption_frames(frames[keep], instruction, [notes[t] for t in keep])
+    return caption_frames(frames, instruction, [notes[t] for t in keep])
 
 
 def render_dataset_episode(

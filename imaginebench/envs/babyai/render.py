@@ -6,7 +6,7 @@ at the start). A carried object is drawn at half size in the corner of the agent
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from minigrid.core.grid import Grid
@@ -34,7 +34,7 @@ from imaginebench.envs.babyai.world import (
     TYPE_IDX,
 )
 from imaginebench.envs.base import Task
-from imaginebench.envs.rendering import RolloutRenderer, drawable_states
+from imaginebench.envs.rendering import RolloutRenderer, drawable_states, frame_steps
 
 BACKGROUND = 40  # grey level of the margin around the square room
 
@@ -80,17 +80,17 @@ class BabyAIRenderer(RolloutRenderer):
 
     fps: ClassVar[int] = 4
 
-    def render(self, task: Task, states: np.ndarray) -> np.ndarray:
+    def render(self, task: Task, states: np.ndarray, steps: Any = None) -> np.ndarray:
         tile = min(self.height, self.width) // ROOM_SIZE
-        frames = []
-        direction, agent = 0, None
-        for state in drawable_states(states, STATE_DIM, "BabyAI"):
-            s = drawable_cells(state)
+        cells = [drawable_cells(s) for s in drawable_states(states, STATE_DIM, "BabyAI")]
+        directions, direction, agent = [], 0, None
+        for s in cells:
             position = (int(s[AGENT_ROW]), int(s[AGENT_COL]))
             direction = facing(agent or position, position, direction)
+            directions.append(direction)
             agent = position
-            frames.append(self._frame(s, direction, tile))
-        return np.stack(frames)
+        keep = frame_steps(steps, len(cells))
+        return np.stack([self._frame(cells[t], directions[t], tile) for t in keep])
 
     def _frame(self, s: np.ndarray, direction: int, tile: int) -> np.ndarray:
         grid = Grid(ROOM_SIZE, ROOM_SIZE)

@@ -3,7 +3,7 @@ four walls (invisible in the simulator) drawn as low grey rails."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -17,7 +17,13 @@ from imaginebench.envs.clevr.physics import (
     WALL_Y_FRONT,
     ClevrPhysics,
 )
-from imaginebench.envs.rendering import RolloutRenderer, drawable_states, mujoco_renderer
+from imaginebench.envs.rendering import (
+    RolloutRenderer,
+    drawable_states,
+    frame_steps,
+    mujoco_renderer,
+    plain_lighting,
+)
 
 RAIL_HALF_HEIGHT = 0.02
 RAIL_HALF_THICKNESS = 0.008
@@ -52,11 +58,13 @@ class ClevrRenderer(RolloutRenderer):
         self.physics = ClevrPhysics()
         self._renderer = mujoco_renderer(self.physics.model, self.height, self.width)
 
-    def render(self, task: Task, states: np.ndarray) -> np.ndarray:
+    def render(self, task: Task, states: np.ndarray, steps: Any = None) -> np.ndarray:
+        s = drawable_states(states, STATE_DIM, "CLEVR")
         frames = []
-        for state in drawable_states(states, STATE_DIM, "CLEVR"):
+        for state in s[frame_steps(steps, len(s))]:
             self.physics.set_state(state)
             self._renderer.update_scene(self.physics.data, camera="front")
+            plain_lighting(self._renderer.scene)
             self._add_rails()
             frames.append(self._renderer.render().copy())
         return np.stack(frames)

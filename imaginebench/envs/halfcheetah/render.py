@@ -3,14 +3,20 @@ camera (which follows the body, as gymnasium's renders do)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
 
 from imaginebench.envs.base import Task
 from imaginebench.envs.halfcheetah.physics import DX, STATE_DIM, VELOCITIES, model_path
-from imaginebench.envs.rendering import RolloutRenderer, drawable_states, mujoco_renderer
+from imaginebench.envs.rendering import (
+    RolloutRenderer,
+    drawable_states,
+    frame_steps,
+    mujoco_renderer,
+    plain_lighting,
+)
 
 
 def root_x(states: np.ndarray) -> np.ndarray:
@@ -43,16 +49,18 @@ class HalfCheetahRenderer(RolloutRenderer):
         self.data = mujoco.MjData(self.model)
         self._renderer = mujoco_renderer(self.model, self.height, self.width)
 
-    def render(self, task: Task, states: np.ndarray) -> np.ndarray:
+    def render(self, task: Task, states: np.ndarray, steps: Any = None) -> np.ndarray:
         s = drawable_states(states, STATE_DIM, "HalfCheetah")
+        keep = frame_steps(steps, len(s))
         frames = []
-        for x, state in zip(root_x(s), s):
+        for x, state in zip(root_x(s)[keep], s[keep]):
             mujoco.mj_resetData(self.model, self.data)
             self.data.qpos[0] = x
             self.data.qpos[1:] = state[1:9]
             self.data.qvel[:] = state[VELOCITIES]
             mujoco.mj_forward(self.model, self.data)
             self._renderer.update_scene(self.data, camera="track")
+            plain_lighting(self._renderer.scene)
             frames.append(self._renderer.render().copy())
         return np.stack(frames)
 

@@ -20,6 +20,8 @@ from imaginebench.envs.base import Task
 from imaginebench.envs.metaworld.layout import (
     GRIPPER,
     HAND,
+    HAND_HIGH,
+    HAND_LOW,
     STATE_DIM,
     TARGET,
     TASK_ENTITIES,
@@ -27,12 +29,18 @@ from imaginebench.envs.metaworld.layout import (
 )
 from imaginebench.envs.metaworld.scenes import Scene
 from imaginebench.envs.metaworld.tasks import MetaWorldTask
-from imaginebench.envs.rendering import RolloutRenderer, drawable_states, mujoco_renderer
+from imaginebench.envs.rendering import (
+    RolloutRenderer,
+    drawable_states,
+    frame_steps,
+    mujoco_renderer,
+    plain_lighting,
+)
 
 GRIPPER_SCALE = 0.1  # m per unit of the gripper opening (Meta-World divides by 0.1)
 ORIENTATION_WEIGHT = 0.1  # hand quaternion error, weighed against metres
 STAY_WEIGHT = 1e-3  # pull towards the previous pose (the arm's redundant joint)
-MAX_EVALUATIONS = 400  # per frame
+MAX_EVALUATIONS = 60  # per frame (a reachable pose takes about 5)
 TARGET_RGBA = np.array([0.1, 0.8, 0.2, 0.6], dtype=np.float32)
 TARGET_RADIUS = 0.02
 
@@ -96,7 +104,12 @@ class PoseFit:
 
     def fit(self, state: np.ndarray, previous: np.ndarray) -> np.ndarray:
         """The variables that best reproduce ``state``, starting from ``previous``; the scene
-        is left in that pose (positions only: velocities are zero)."""
+        is left in that pose (positions only: velocities are zero). The hand and gripper are
+        aimed at the state's values clipped to Meta-World's observation box, as its
+        observations are."""
+        state = state.copy()
+        state[HAND] = np.clip(state[HAND], HAND_LOW, HAND_HIGH)
+        state[GRIPPER] = np.clip(state[GRIPPER], 0.0, 1.0)
         span = np.where(np.isfinite(self.high - self.low), self.high - self.low, 1.0)
         x0 = np.clip(previous, self.low + 1e-6 * span, self.high - 1e-6 * span)
         result = least_squares(
@@ -145,7 +158,7 @@ class MetaWorldRenderer(RolloutRenderer):
             self._scenes[name] = (scene, PoseFit(scene), renderer)
         return self._scenes[name]
 
-    def render(self, task: Task, states: np.ndarray) -> np.ndarray:
+    def render(self, task: Task, states: np.ndarray, steps: Any = None) -> np.ndarray:
         if not isinstance(task, MetaWorldTask):
             raise TypeError(f"not a Meta-World task: {task!r}")
         s = drawable_states(states, STATE_DIM, "Meta-World")
@@ -154,16 +167,17 @@ class MetaWorldRenderer(RolloutRenderer):
             scene.reset(scene.rand_vec_from_state(s[0]))
         except ValueError:
             scene.reset(scene.default_rand_vec())
+        keep = set(frame_steps(steps, len(s)).tolist())
         x = pose.start()
-        frames = []
-        for state in s:
+        frames = {}
+        for t, state in enumerate(s[: max(keep) + 1]):  # every pose, for continuity
             x = pose.fit(state, x)
-            renderer.update_scene(scene.sim.data, camera=self.camera, scene_option=self.options)
-            for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION):
-                renderer.scene.flags[flag] = False  # 4x faster in software OpenGL
-            self._add_target(renderer.scene, state[TARGET])
-            frames.append(renderer.render().copy())
-        return np.stack(frames)
+            if t in keep:
+                renderer.update_scene(scene.sim.data, camera=self.camera, scene_option=self.options)
+                plain_lighting(renderer.scene)
+                self._add_target(renderer.scene, state[TARGET])
+                frames[t] = renderer.render().copy()
+        return np.stack([frames[t] for t in frame_steps(steps, len(s))])
 
     @staticmethod
     def _add_target(scene: Any, position: np.ndarray) -> None:
