@@ -60,19 +60,22 @@ def test_babyai_frame_shows_the_agent_in_its_cell():
 )  # Meta-World builds its scene twice (env and renderer): about 5 s
 def test_mujoco_frames_follow_the_state_and_survive_illegal_ones(domain):
     task, state = _initial(domain)
-    bent, broken = state.copy(), state.copy()
+    moved, bent, broken = state.copy(), state.copy(), state.copy()
     if domain == "halfcheetah":
-        bent[[0, 6]] += (0.3, 1.0)  # moved forward, front thigh bent
+        moved[0] = 0.3  # one step covering 0.3 m (root x: 0.3 from here on)
+        bent[6] += 1.0  # front thigh angle
     else:
         bent[:3] += (0.15, -0.1, 0.1)  # the hand
     broken[1:6] = (np.nan, np.inf, -1e9, 40.0, -40.0)  # nothing a simulator would reach
-    states = np.stack([state, bent, broken])
+    states = np.stack([state, moved, bent, broken])
     with make_renderer(domain, 48, 64) as renderer:
         frames = renderer.render(task, states)
-        last = renderer.render(task, states, steps=[2])  # drawn after the whole history
-    assert frames.shape == (3, 48, 64, 3)
-    assert np.abs(frames[0].astype(int) - frames[1]).mean() > 1.0
-    assert np.array_equal(last[0], frames[2])
+        last = renderer.render(task, states, steps=[3])  # drawn after the whole history
+    assert frames.shape == (4, 48, 64, 3)
+    assert np.abs(frames[1].astype(int) - frames[2]).mean() > 1.0  # the pose shows
+    assert np.array_equal(last[0], frames[3])
+    if domain == "halfcheetah":  # the floor moves under the tracked body
+        assert np.abs(frames[0].astype(int) - frames[1]).mean() > 1.0
 
 
 def test_illegal_grid_and_table_states_are_drawn_without_error():
@@ -162,7 +165,7 @@ def test_mp4_needs_an_encoder_and_names_it(tmp_path, monkeypatch):
     assert not (tmp_path / "y.mp4").exists()
 
 
-@pytest.mark.parametrize("videos", [0, 1], ids=["off", "on"])
+@pytest.mark.parametrize("videos", [None, 1], ids=["default-off", "on"])
 def test_evaluation_logs_rendered_episodes_only_when_asked(tmp_path, videos):
     import io
 
@@ -179,12 +182,9 @@ def test_evaluation_logs_rendered_episodes_only_when_asked(tmp_path, videos):
     dataset, _ = collect("clevr", "easy", 4, seed=0, progress=False)
     dm = RealImaginaryDataModule(real=str(save_dataset(dataset, tmp_path / "r.h5")), batch_size=8)
     model = DiscreteBC(dm.state_dim, dm.action_spec, hidden=[8])
+    asked = {} if videos is None else {"video_episodes_per_level": videos}
     evaluation = SuccessRateEvaluation(
-        every_n_steps=0,
-        test_episodes_per_level=1,
-        levels=["easy"],
-        video_episodes_per_level=videos,
-        video_size=(32, 48),
+        every_n_steps=0, test_episodes_per_level=1, levels=["easy"], video_size=(32, 48), **asked
     )
     trainer = L.Trainer(
         max_steps=1,
@@ -209,3 +209,31 @@ def test_evaluation_logs_rendered_episodes_only_when_asked(tmp_path, videos):
     with Image.open(io.BytesIO(event.encoded_image_string)) as gif:
         assert gif.format == "GIF" and gif.size[0] == 48
         assert gif.n_frames == evaluation.last_results[0].mean_length + 1  # every state
+
+
+@pytest.mark.slow  # builds a Meta-World scene: about 3 s
+def test_metaworld_pose_fit_reproduces_a_posed_scene():
+    """A state read from the scene with the arm moved, the gripper half closed and the door
+    opened is fitted back from the reset pose: the fitted scene reads out the same hand, gripper
+    and handle."""
+    import mujoco
+
+    from imaginebench.envs.metaworld.layout import entity_pos
+    from imaginebench.envs.metaworld.render import PoseFit
+    from imaginebench.envs.metaworld.scenes import Scene
+
+    scene = Scene("door-open")
+    rand_vec = scene.default_rand_vec()
+    scene.reset(rand_vec)
+    model, data = scene.sim.model, scene.sim.data
+    data.qpos[:7] += np.random.default_rng(0).uniform(-0.15, 0.15, 7)  # the arm
+    data.qpos[7:9] = (0.03, -0.025)  # the fingers (r_close, l_close), half closed
+    data.qpos[model.joint("doorjoint").qposadr[0]] = -0.6  # the door, opened
+    mujoco.mj_kinematics(model, data)
+    target = scene.state()
+    scene.reset(rand_vec)
+    fit = PoseFit(scene)
+    fit.fit(target, fit.start())
+    read = scene.state()
+    for slot in (slice(0, 4), entity_pos("handle")):
+        np.testing.assert_allclose(read[slot], target[slot], atol=1e-4)
