@@ -375,6 +375,7 @@ def export_minari(
 
     namespace = parse_dataset_id(dataset_id)[0]
     if namespace is not None:
+
         with _datasets_root(root):
             if namespace not in list_local_namespaces():
                 create_namespace(namespace)

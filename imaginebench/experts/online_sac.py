@@ -80,7 +80,9 @@ class ReplayBuffer:
         }
 
 
-def make_agent(state_dim: int, action_dim: int, config: OnlineSACConfig | Mapping[str, Any]) -> SAC:
+def make_agent(
+    state_dim: int, action_dim: int, config: OnlineSACConfig | Mapping[str, Any]
+) -> SAC:
     """A :class:`SAC` module for one task: no state normalisation, one constant instruction
     feature."""
     config = as_config(config, OnlineSACConfig, "config")

@@ -112,7 +112,9 @@ def imagine_level(
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
-    imaginer = Imaginer(module, decoding, seed, spec.integer_states, legal, filters.illegal_retries)
+    imaginer = Imaginer(
+        module, decoding, seed, spec.integer_states, legal, filters.illegal_retries
+    )
     imagined = imaginer.imagine(candidates, horizon, progress=progress)
     seconds = time.perf_counter() - started
     kept, counts = select(imagined, filters)

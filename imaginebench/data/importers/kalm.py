@@ -311,7 +311,9 @@ def _checked_arrays(data: dict[str, Any], chk: Checker, level: str) -> _Arrays:
                 int(mismatch.sum()),
             )
 
-    return _Arrays(obs, next_obs, lengths, actions, rewards, terminals, goals, raw_instr, ep_finite)
+    return _Arrays(
+        obs, next_obs, lengths, actions, rewards, terminals, goals, raw_instr, ep_finite
+    )
 
 
 def _episodes(

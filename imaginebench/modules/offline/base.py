@@ -138,8 +138,7 @@ class OfflineRLModule(L.LightningModule):
         self.automatic_optimization = False
         # Sizes left to the data module: placeholders until build_for_data replaces them.
         self.sizes_from_data = tuple(
-            name
-            for name, value in (("state_dim", state_dim), ("action_spec", action_spec))
+            name for name, value in (("state_dim", state_dim), ("action_spec", action_spec))
             if value is None
         )
         if self.sizes_from_data:  # the real build then initialises like one made now
