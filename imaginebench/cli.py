@@ -1,7 +1,8 @@
 """The ``imaginebench`` command line.
 
 ``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
-``info``, ``import-kalm`` and ``export-minari`` / ``import-minari`` manage datasets.
+``info``, ``import-kalm`` and ``export-minari`` / ``import-minari`` manage datasets; ``render``
+draws an episode as a GIF or MP4.
 """
 
 from __future__ import annotations
@@ -105,6 +106,33 @@ def _import_minari(args: argparse.Namespace) -> int:
     save_dataset(dataset, out, overwrite=args.overwrite)
     print(f"wrote {out}")
     print(dataset.summary())
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from imaginebench.video import (
+        VideoEncoderMissing,
+        check_video_format,
+        render_dataset_episode,
+        write_video,
+    )
+
+    out = check_output_path(args.out, args.overwrite)
+    try:
+        check_video_format(out)
+    except VideoEncoderMissing as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    frames, fps = render_dataset_episode(
+        args.file,
+        args.episode,
+        args.height,
+        args.width,
+        drop_nonfinite=args.drop_nonfinite,
+        every=args.every,
+    )
+    write_video(frames, out, args.fps or fps)
+    print(f"wrote {out}: {len(frames)} frames of {frames.shape[2]}x{frames.shape[1]}")
     return 0
 
 
@@ -267,6 +295,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output .h5 path")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.set_defaults(func=_import_minari)
+
+    p = sub.add_parser(
+        "render",
+        help="draw one episode of a dataset file (real or imagined) as a GIF or MP4, the "
+        "instruction captioned under every frame (docs/rendering.md)",
+    )
+    p.add_argument("file", help="the .h5 dataset file (or shipped:<domain>/<file>)")
+    p.add_argument("--episode", type=int, default=0, help="episode index (default 0)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output .gif, or .mp4 (needs: pip install 'imaginebench[video]')",
+    )
+    p.add_argument("--height", type=int, default=240, help="frame height in pixels (default 240)")
+    p.add_argument("--width", type=int, default=320, help="frame width in pixels (default 320)")
+    p.add_argument(
+        "--fps", type=float, default=None, help="frames per second (default: the domain's)"
+    )
+    p.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        help="keep every N-th frame and the last (smaller files of long episodes; default 1)",
+    )
+    p.add_argument(
+        "--drop-nonfinite",
+        action="store_true",
+        help="skip the file's episodes holding NaN/inf (indices then count the others) instead "
+        "of failing",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(func=_render)
 
     p = sub.add_parser(
         "train-expert", help="train a domain's learned expert skills by online SAC (halfcheetah)"

@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from imaginebench.envs.base import LEVELS, EpisodeSpec, Level, Task, TaskSuite, check_level
+from imaginebench.envs.rendering import RolloutRenderer
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class Domain:
     object with ``legal(states) -> (N,) bool`` and ``correct_transitions(states, actions) ->
     (T,) bool`` for the imagination quality report. ``integer_states`` marks grid domains whose
     states are integers (cell coordinates, indices): imagined states are rounded to them.
+    ``make_renderer(height, width)`` returns the domain's
+    :class:`~imaginebench.envs.rendering.RolloutRenderer`, which draws a rollout from its states
+    (``None``: the domain cannot be rendered yet; :func:`make_renderer` says so).
     """
 
     name: str
@@ -35,6 +39,7 @@ class Domain:
     episode_rewards: Callable[[Task, np.ndarray, np.ndarray], np.ndarray]
     make_quality: Callable[[], Any]
     integer_states: bool = False
+    make_renderer: Callable[..., RolloutRenderer] | None = None
 
 
 def _lazy(target: str) -> Callable[..., Any]:
@@ -49,10 +54,12 @@ def _lazy(target: str) -> Callable[..., Any]:
     return call
 
 
-def _domain(name: str, env_id: str, package: str, prefix: str, **flags: Any) -> Domain:
+def _domain(
+    name: str, env_id: str, package: str, prefix: str, renderer: bool = False, **flags: Any
+) -> Domain:
     """A domain whose package ``imaginebench.envs.<package>`` has the usual modules: ``suite``
     (``<Prefix>TaskSuite``), ``env`` (``episode_rewards``) and ``quality``
-    (``<Prefix>Quality``)."""
+    (``<Prefix>Quality``), and with ``renderer`` also ``render`` (``<Prefix>Renderer``)."""
     root = f"imaginebench.envs.{package}"
     return Domain(
         name,
@@ -60,17 +67,22 @@ def _domain(name: str, env_id: str, package: str, prefix: str, **flags: Any) -> 
         make_suite=_lazy(f"{root}.suite:{prefix}TaskSuite"),
         episode_rewards=_lazy(f"{root}.env:episode_rewards"),
         make_quality=_lazy(f"{root}.quality:{prefix}Quality"),
+        make_renderer=_lazy(f"{root}.render:{prefix}Renderer") if renderer else None,
         **flags,
     )
 
 
 DOMAINS: dict[str, Domain] = {
-    "clevr": _domain("clevr", "imaginebench/CLEVR-v0", "clevr", "Clevr"),
-    "babyai": _domain("babyai", "imaginebench/BabyAI-v0", "babyai", "BabyAI", integer_states=True),
-    "halfcheetah": _domain(
-        "halfcheetah", "imaginebench/HalfCheetah-v0", "halfcheetah", "HalfCheetah"
+    "clevr": _domain("clevr", "imaginebench/CLEVR-v0", "clevr", "Clevr", renderer=True),
+    "babyai": _domain(
+        "babyai", "imaginebench/BabyAI-v0", "babyai", "BabyAI", renderer=True, integer_states=True
     ),
-    "metaworld": _domain("metaworld", "imaginebench/MetaWorld-v0", "metaworld", "MetaWorld"),
+    "halfcheetah": _domain(
+        "halfcheetah", "imaginebench/HalfCheetah-v0", "halfcheetah", "HalfCheetah", renderer=True
+    ),
+    "metaworld": _domain(
+        "metaworld", "imaginebench/MetaWorld-v0", "metaworld", "MetaWorld", renderer=True
+    ),
 }
 
 
@@ -79,6 +91,20 @@ def get_domain(name: str) -> Domain:
     if name not in DOMAINS:
         raise ValueError(f"unknown domain {name!r}; available: {', '.join(sorted(DOMAINS))}")
     return DOMAINS[name]
+
+
+def make_renderer(domain: str, height: int = 240, width: int = 320) -> RolloutRenderer:
+    """The domain's :class:`~imaginebench.envs.rendering.RolloutRenderer` drawing frames of
+    ``height`` x ``width`` pixels; a clear error for an unknown domain or one without a
+    renderer."""
+    entry = get_domain(domain)
+    if entry.make_renderer is None:
+        rendered = ", ".join(sorted(n for n, d in DOMAINS.items() if d.make_renderer is not None))
+        raise ValueError(
+            f"domain {domain!r} has no renderer yet (its Domain entry sets no make_renderer); "
+            f"domains that render: {rendered}"
+        )
+    return entry.make_renderer(height=height, width=width)
 
 
 def make(domain: str, level: Level = "train", **kwargs: Any) -> gym.Env:
@@ -120,8 +146,10 @@ __all__ = [
     "Domain",
     "EpisodeSpec",
     "Level",
+    "RolloutRenderer",
     "Task",
     "TaskSuite",
     "get_domain",
     "make",
+    "make_renderer",
 ]
