@@ -9,9 +9,9 @@ Each argument is ``label=log_dir`` (a TensorBoard folder written by ``imagineben
 grounding config). The runs should share the config's schedule (``max_steps``, warm-up, data,
 seed), so that a step means the same in each; then a faster setup only counts as faster if its
 held-out losses at the same step are as good (``benchmarks/grounding_speed.py`` measures the
-throughput itself). Reported per validation step: held-out action cross-entropy and state error,
-and per run the median seconds per training step between logged steps (wall clock on the machine
-as it was then: indicative only, pauses for validation and resumes excluded by the median).
+throughput itself, with the setups timed alike; the runs' wall clock depends on what else ran
+on the machine then, so it is not reported). Reported per validation step: held-out action
+cross-entropy and state error.
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ import platform
 import time
 from pathlib import Path
 
-import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
-def read_run(log_dir: str) -> tuple[dict[int, dict[str, float]], float]:
-    """Validation terms per step and the median seconds per training step of one run."""
+def read_run(log_dir: str) -> dict[int, dict[str, float]]:
+    """Validation terms per step of one run."""
     if not Path(log_dir).is_dir():
         raise SystemExit(f"error: {log_dir}: no such folder")
     events = EventAccumulator(log_dir, size_guidance={"scalars": 0})
@@ -39,11 +38,7 @@ def read_run(log_dir: str) -> tuple[dict[int, dict[str, float]], float]:
         if tag.startswith("val/"):
             for event in events.Scalars(tag):
                 validation.setdefault(event.step + 1, {})[tag[4:]] = event.value
-    train = events.Scalars("train/loss")
-    steps = np.array([e.step for e in train], dtype=float)
-    walls = np.array([e.wall_time for e in train])
-    per_step = np.diff(walls) / np.maximum(np.diff(steps), 1)
-    return validation, float(np.median(per_step)) if len(per_step) else float("nan")
+    return validation
 
 
 def main() -> None:
@@ -58,7 +53,7 @@ def main() -> None:
             parser.error(f"{text!r}: expected label=log_dir")
         labels.append(label)
         runs.append(read_run(log_dir))
-    steps = sorted({step for validation, _ in runs for step in validation})
+    steps = sorted({step for validation in runs for step in validation})
     header = "| step | " + " | ".join(f"{label}: action CE / state error" for label in labels)
     lines = [
         "# Grounding runs side by side: held-out loss per step",
@@ -75,7 +70,7 @@ def main() -> None:
     ]
     for step in steps:
         cells = []
-        for validation, _ in runs:
+        for validation in runs:
             terms = validation.get(step)
             cells.append(
                 "—"
@@ -84,9 +79,6 @@ def main() -> None:
                 f"{terms.get('state_mae', float('nan')):.4f}"
             )
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
-    lines.append(
-        "| s/step (median) | " + " | ".join(f"{seconds:.2f}" for _, seconds in runs) + " |"
-    )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
