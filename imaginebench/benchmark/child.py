@@ -16,9 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-#: Environment variable with the pid of the benchmark process that started the child.
-PARENT_ENV = "IMAGINEBENCH_BENCHMARK_PARENT"
-
+from imaginebench.benchmark.runs import PARENT_ENV
 
 def die_with_parent() -> None:
     """Ask the kernel for SIGTERM when the parent dies (Linux ``prctl``; elsewhere a no-op),

@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from imaginebench.benchmark.child import PARENT_ENV
 from imaginebench.benchmark.grid import Run
 from imaginebench.benchmark.references import evaluation_settings, reference_job
 from imaginebench.benchmark.runs import (
     DONE_FILE,
     LOG_FILE,
+    PARENT_ENV,
     RESULTS_FILE,
     RUN_FILE,
     RunLock,
@@ -110,7 +110,8 @@ def placement_arguments(directory: Path, resume: bool) -> list[str]:
 
 def start_attempt(planned: PlannedRun, resume: bool, threads: int) -> subprocess.Popen:
     """Start one attempt of ``planned`` in a child process (a fresh start empties the folder
-    first) writing into ``log.txt``; record the attempt in ``run.json``."""
+    first) writing into ``log.txt``; record the attempt (and the child's pid) in
+    ``run.json``."""
     directory = planned.directory
     if not resume:
         clear_run(directory)
@@ -135,9 +136,12 @@ def start_attempt(planned: PlannedRun, resume: bool, threads: int) -> subprocess
         log.flush()
         command = [sys.executable, "-m", "imaginebench.benchmark.child", json.dumps(job)]
         # its own session: a Ctrl-C in the terminal reaches the benchmark, which stops it
-        return subprocess.Popen(
+        process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+    attempts[-1]["pid"] = process.pid
+    write_text_atomically(directory / RUN_FILE, json.dumps(record, indent=2))
+    return process
 
 
 def end_attempt(planned: PlannedRun, seconds: float, exit_code: int) -> bool:

@@ -22,6 +22,9 @@ DONE_FILE = "done.json"
 RESULTS_FILE = "results.json"
 LOG_FILE = "log.txt"
 CHECKPOINTS = "checkpoints"
+#: Environment variable with the pid of the benchmark process that started a run's child
+#: process (:mod:`imaginebench.benchmark.child`, never imported by the package itself).
+PARENT_ENV = "IMAGINEBENCH_BENCHMARK_PARENT"
 
 
 class RunState(str, Enum):

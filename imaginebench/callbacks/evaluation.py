@@ -66,7 +66,10 @@ class ExpertPolicy:
 
     def act_in(self, envs: Sequence[Any]) -> list[Any]:
         """The next action of each env's expert in ``envs``."""
-        return [self._experts.setdefault(id(env), self.make_expert()).act(env) for env in envs]
+        for env in envs:
+            if id(env) not in self._experts:
+                self._experts[id(env)] = self.make_expert()
+        return [self._experts[id(env)].act(env) for env in envs]
 
 
 def per_task(plans: Sequence[Any], success: np.ndarray) -> list[dict[str, Any]]:
