@@ -55,7 +55,6 @@ class ImagineBenchCLI(LightningCLI):
                 callback.dirpath = _fill_dirpath(str(callback.dirpath), given)
         return trainer
 
-
     def before_fit(self) -> None:
         """Refuse a fit that would train nothing (and still score and save an untrained model)."""
         for name in ("max_steps", "max_epochs"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _spec(**fields) -> BenchmarkSpec:
-    base = dict(domain="clevr", algorithms=["bc", "cql"], seeds=[0, 1], base_dir=str(ROOT / "configs" / "benchmark"))
+    base = {
+        "domain": "clevr",
+        "algorithms": ["bc", "cql"],
+        "seeds": [0, 1],
+        "base_dir": str(ROOT / "configs" / "benchmark"),
+    }
     return BenchmarkSpec(**{**base, **fields})
 
 
@@ -66,7 +70,9 @@ def test_benchmark_files_are_checked(tmp_path):
         ({"domain": "atari"}, "unknown domain"),
     ):
         path = tmp_path / "bad.yaml"
-        path.write_text(yaml.safe_dump({"domain": "clevr", "algorithms": ["bc"], "seeds": [0], **fields}))
+        path.write_text(
+            yaml.safe_dump({"domain": "clevr", "algorithms": ["bc"], "seeds": [0], **fields})
+        )
         with pytest.raises(ValueError, match=message):
             load_spec(path)
     with pytest.raises(FileNotFoundError, match="no such benchmark file"):
@@ -92,7 +98,10 @@ def test_settings_hash_changes_with_a_setting_and_only_then(tmp_path):
         run_settings(_spec(ratio=0.25), Run("bc", "imaginary", "easy", 0)).hash,
     }
     assert first.hash not in changed and len(changed) == 6
-    assert "--trainer.max_steps=7" in run_settings(_spec(overrides=["--trainer.max_steps=7"]), run).args
+    assert (
+        "--trainer.max_steps=7"
+        in run_settings(_spec(overrides=["--trainer.max_steps=7"]), run).args
+    )
     # a named data file is hashed by content: a regenerated file makes its runs new
     imaginary = tmp_path / "imag_easy.h5"
     shipped = ROOT / "imaginebench" / "datasets" / "clevr" / "imaginary_easy.h5"
@@ -173,6 +182,7 @@ def _benchmark(folder: Path, *args: str, timeout: float = 600) -> subprocess.Com
     command = [sys.executable, "-m", "imaginebench.cli", "benchmark", "-c", "bench.yaml"]
     return subprocess.run(
         [*command, "--quiet", *args],
+        check=False,
         cwd=folder,
         env=env,
         capture_output=True,
@@ -191,7 +201,10 @@ def test_two_run_grid_end_to_end_skips_finished_and_reruns_interrupted(tiny_benc
     for run in (real, imaginary):
         results = json.loads((run / "results.json").read_text())
         assert results["global_step"] == 16 and set(results["levels"]) == {
-            "train", "rephrase", "easy", "hard"
+            "train",
+            "rephrase",
+            "easy",
+            "hard",
         }
         assert json.loads((run / "done.json").read_text())["hash"]
     used = json.loads((imaginary / "results.json").read_text())["data_used"]["imaginary"]
@@ -216,6 +229,7 @@ def test_two_run_grid_end_to_end_skips_finished_and_reruns_interrupted(tiny_benc
 
     report = subprocess.run(
         [sys.executable, "-m", "imaginebench.cli", "report", str(out), "--bootstrap-reps", "200"],
+        check=False,
         capture_output=True,
         text=True,
         timeout=300,

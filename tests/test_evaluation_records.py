@@ -54,9 +54,7 @@ def _hparams_records(log_dir: Path) -> tuple[set[str], dict[str, object]]:
     accumulator.Reload()
     content = accumulator.PluginTagToContent("hparams")
     experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"])
-    session = plugin_data_pb2.HParamsPluginData.FromString(
-        content["_hparams_/session_start_info"]
-    )
+    session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
     metrics = {m.name.tag for m in experiment.experiment.metric_infos}
     params = {}
     for key, value in session.session_start_info.hparams.items():

@@ -59,9 +59,15 @@ def bench(tmp_path: Path) -> Path:
     root = tmp_path / "bench"
     for seed, train in zip((0, 1, 2), (0.5, 0.6, 0.7)):
         make_run(root, "bc", "real", None, seed, {"train": train, "easy": 0.1 * (seed + 1)})
-    for seed, (easy, hard, t_easy, t_hard) in enumerate(((0.4, 0.1, 0.2, 0.4), (0.8, 0.3, 0.6, 0.8))):
-        make_run(root, "bc", "imaginary", "easy", seed, {"train": t_easy, "easy": easy, "hard": 0.9})
-        make_run(root, "bc", "imaginary", "hard", seed, {"train": t_hard, "easy": 0.9, "hard": hard})
+    for seed, (easy, hard, t_easy, t_hard) in enumerate(
+        ((0.4, 0.1, 0.2, 0.4), (0.8, 0.3, 0.6, 0.8))
+    ):
+        make_run(
+            root, "bc", "imaginary", "easy", seed, {"train": t_easy, "easy": easy, "hard": 0.9}
+        )
+        make_run(
+            root, "bc", "imaginary", "hard", seed, {"train": t_hard, "easy": 0.9, "hard": hard}
+        )
         make_run(root, "bc", "oracle", "easy", seed, {"train": 0.5, "easy": 0.9 + 0.05 * seed})
     make_run(root, "reference", "random", None, 0, {"train": 0.37, "easy": 0.255, "hard": 0.05})
     make_run(root, "reference", "expert", None, 0, {"train": 1.0, "easy": 0.995, "hard": 0.93})
@@ -98,10 +104,14 @@ def test_per_level_numbers_follow_the_variants_rule(bench):
 def test_report_tables_hold_the_hand_computed_numbers(bench, tmp_path):
     written = write_report(bench, tmp_path / "report", reps=200)
     assert all(path.is_file() for path in written)
-    rows = {(r["algorithm"], r["data"], r["level"]): r for r in _csv(tmp_path / "report/results.csv")}
+    rows = {
+        (r["algorithm"], r["data"], r["level"]): r for r in _csv(tmp_path / "report/results.csv")
+    }
     real_train = rows[("DiscreteBC", "real", "train")]
     half = 100 * 4.302652729911275 * 0.1 / np.sqrt(3)
-    assert real_train["runs"] == "3" and real_train["mean"] == "60.0" and real_train["std"] == "10.0"
+    assert (
+        real_train["runs"] == "3" and real_train["mean"] == "60.0" and real_train["std"] == "10.0"
+    )
     assert float(real_train["ci95_low"]) == pytest.approx(60 - half, abs=0.05)
     assert float(real_train["ci95_high"]) == pytest.approx(60 + half, abs=0.05)
     imag_train = rows[("DiscreteBC", "real + imaginary", "train")]
@@ -141,8 +151,10 @@ def test_per_task_success_and_aggregate_iqm(tmp_path):
     iqm = lowest_to_highest[4:12].mean()  # 16 scores: drop the 4 lowest and the 4 highest
     assert float(aggregate["iqm"]) == pytest.approx(100 * iqm, abs=0.05)
     assert float(aggregate["mean"]) == pytest.approx(100 * values.mean(), abs=0.05)
-    assert float(aggregate["iqm_ci95_low"]) <= float(aggregate["iqm"]) <= float(
-        aggregate["iqm_ci95_high"]
+    assert (
+        float(aggregate["iqm_ci95_low"])
+        <= float(aggregate["iqm"])
+        <= float(aggregate["iqm_ci95_high"])
     )
     assert aggregate["tasks"] == "8" and aggregate["runs"] == "2"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from imaginebench.benchmark.runs import PARENT_ENV
 
+
 def die_with_parent() -> None:
     """Ask the kernel for SIGTERM when the parent dies (Linux ``prctl``; elsewhere a no-op),
     and exit at once if it is already gone."""

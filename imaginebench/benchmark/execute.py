@@ -11,9 +11,10 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from imaginebench.benchmark.grid import Run
 from imaginebench.benchmark.references import evaluation_settings, reference_job
@@ -195,7 +196,9 @@ def run_planned(
         raise ValueError(f"--workers must be >= 1, got {workers}")
     per_run = max(1, (threads or default_threads()) // workers)
     outcome = GridOutcome(skipped=[p.run.name for p in planned if p.state is RunState.FINISHED])
-    queue = deque((p, p.state is RunState.RESUME) for p in planned if p.state is not RunState.FINISHED)
+    queue = deque(
+        (p, p.state is RunState.RESUME) for p in planned if p.state is not RunState.FINISHED
+    )
     resuming = sum(resume for _, resume in queue)
     log(
         f"{len(planned)} runs: {len(outcome.skipped)} finished (skipped), {resuming} to resume, "

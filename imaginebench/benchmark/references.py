@@ -40,7 +40,9 @@ def evaluation_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The final-score settings of a resolved training config's ``SuccessRateEvaluation``:
     levels, episodes per level, evaluation seed, time-limit override."""
     callback = next(
-        c for c in config["trainer"]["callbacks"] if c["class_path"].endswith("SuccessRateEvaluation")
+        c
+        for c in config["trainer"]["callbacks"]
+        if c["class_path"].endswith("SuccessRateEvaluation")
     )
     args = callback["init_args"]
     return {

@@ -47,9 +47,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def last_checkpoint(directory: Path) -> Path | None:
     """The newest ``last*.ckpt`` in the run's ``checkpoints/`` (what ``--ckpt_path last``
     resumes from), or ``None``."""
-    found = sorted(
-        (directory / CHECKPOINTS).glob("last*.ckpt"), key=lambda p: p.stat().st_mtime
-    )
+    found = sorted((directory / CHECKPOINTS).glob("last*.ckpt"), key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
 
 
@@ -59,13 +57,13 @@ def run_state(directory: Path, settings_hash: str) -> RunState:
     A completion marker or a started run with another hash (a changed setting or data file)
     does not count: that run starts over."""
     done = read_json(directory / DONE_FILE)
-    if done is not None and done.get("hash") == settings_hash:
-        if (directory / RESULTS_FILE).is_file():
-            return RunState.FINISHED
+    finished = done is not None and done.get("hash") == settings_hash
+    if finished and (directory / RESULTS_FILE).is_file():
+        return RunState.FINISHED
     started = read_json(directory / RUN_FILE)
-    if started is not None and started.get("hash") == settings_hash and done is None:
-        if last_checkpoint(directory) is not None:
-            return RunState.RESUME
+    interrupted = started is not None and started.get("hash") == settings_hash and done is None
+    if interrupted and last_checkpoint(directory) is not None:
+        return RunState.RESUME
     return RunState.START
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from imaginebench.config import as_config
 from imaginebench.envs import DOMAINS
-from imaginebench.envs.base import LEVELS
 
 #: The data variants: real data alone, or a second stream per level of imaginary rollouts or
 #: of real expert rollouts of the level's tasks ("oracle").

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import lightning as L
 import numpy as np
@@ -80,7 +81,12 @@ def per_task(plans: Sequence[Any], success: np.ndarray) -> list[dict[str, Any]]:
         spec = plan.task.spec()
         entry = counts.setdefault(
             spec,
-            {"task": spec, "name": plan.task.instructions("train")[0], "episodes": 0, "successes": 0},
+            {
+                "task": spec,
+                "name": plan.task.instructions("train")[0],
+                "episodes": 0,
+                "successes": 0,
+            },
         )
         entry["episodes"] += 1
         entry["successes"] += int(solved)

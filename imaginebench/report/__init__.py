@@ -67,6 +67,7 @@ def _header(bench: BenchmarkRuns, runs_dir: Path, seeds: int, reps: int) -> list
         f"{label} {'/'.join(map(str, sorted(steps)))} steps" for label, steps in budgets.items()
     )
     episodes = sorted({r.episodes_per_level for r in bench.runs})
+    variants = {r.variant for r in bench.runs if r.algorithm != "reference"}
     real = {
         (r.extra.get("data_used") or {}).get("real", {}).get("episodes")
         for r in bench.runs
@@ -79,24 +80,38 @@ def _header(bench: BenchmarkRuns, runs_dir: Path, seeds: int, reps: int) -> list
         "",
         f"Domain {spec.get('domain', '?')}; {len(bench.runs)} finished runs"
         + (f", {len(bench.unfinished)} unfinished (left out)" if bench.unfinished else "")
-        + f". Budgets: {budget}. Real data: {', '.join(map(str, sorted(real)))} expert episodes. "
-        f"`real + imaginary` adds, per level, that level's imaginary file "
-        f"(`{spec.get('imaginary', '?')}`); `real + oracle` adds real expert rollouts of the "
-        f"level's tasks ({spec.get('oracle', {}).get('episodes', '?')} episodes). Scores: "
-        f"{'/'.join(map(str, episodes))} fixed evaluation episodes per level.",
+        + f". Budgets: {budget}. Real data: {', '.join(map(str, sorted(real)))} expert episodes."
+        + (
+            " `real + imaginary` adds, per level, that level's imaginary file "
+            f"(`{spec.get('imaginary', '?')}`)."
+            if "imaginary" in variants
+            else ""
+        )
+        + (
+            " `real + oracle` adds real expert rollouts of the level's tasks "
+            f"({spec.get('oracle', {}).get('episodes', '?')} episodes)."
+            if "oracle" in variants
+            else ""
+        )
+        + f" Scores: {'/'.join(map(str, episodes))} fixed evaluation episodes per level.",
         "",
-        f"Success in %: mean ± sample std [95 % t-interval] over {seeds} seed(s) (`n=` marks cells "
-        "with fewer finished runs). A per-level variant scores each novel level with the runs "
-        "trained on that level's data and `train` with their mean per seed. Minutes per run: "
-        "wall-clock on a shared machine (indicative only). Aggregate scores: interquartile mean "
-        "(IQM) and mean of the per-task success over the (level, task) pairs every method was "
-        "scored on, 95 % "
-        f"stratified-bootstrap intervals over runs ({reps} resamples, `rliable`).",
+        (
+            f"Success in %: mean ± sample std [95 % t-interval] over {seeds} seed(s) (`n=` marks "
+            "cells "
+            "with fewer finished runs). A per-level variant scores each novel level with the runs "
+            "trained on that level's data and `train` with their mean per seed. Minutes per run: "
+            "wall-clock on a shared machine (indicative only). Aggregate scores: interquartile mean "
+            "(IQM) and mean of the per-task success over the (level, task) pairs every method was "
+            "scored on, 95 % "
+            f"stratified-bootstrap intervals over runs ({reps} resamples, `rliable`)."
+        ),
     ]
     return lines
 
 
-def write_report(runs_dir: str | Path, out: str | Path | None = None, reps: int = 10_000) -> list[Path]:
+def write_report(
+    runs_dir: str | Path, out: str | Path | None = None, reps: int = 10_000
+) -> list[Path]:
     """Write the report of the benchmark folder ``runs_dir`` into ``out`` (default
     ``runs_dir/report``): ``results.md`` (per-level table, aggregate scores, every run group on
     every level, figures), ``results.csv``, ``all_levels.csv``, ``tasks.md`` / ``tasks.csv``
@@ -159,8 +174,11 @@ def write_report(runs_dir: str | Path, out: str | Path | None = None, reps: int 
     task_md = [
         "# Per-task success",
         "",
-        "Success in % per task (mean over seeds; in parentheses the evaluation episodes behind "
-        "it, summed over the runs), per level; a task's name is its first training wording.",
+        (
+            "Success in % per task (mean over seeds; in parentheses the evaluation episodes "
+            "behind it, summed over the runs), per level; a task's name is its first training "
+            "wording."
+        ),
         "",
         task_tables(tasks, levels),
     ]

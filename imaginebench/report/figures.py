@@ -30,9 +30,7 @@ def _save(figure: Any, out: Path, stem: str) -> list[Path]:
     return paths
 
 
-def _bars(
-    bench: BenchmarkRuns, variants: list[str], levels: list[str], title: str
-) -> Any | None:
+def _bars(bench: BenchmarkRuns, variants: list[str], levels: list[str], title: str) -> Any | None:
     """One panel per level: per algorithm, a bar per data variant (mean over seeds, error bar:
     standard deviation), the random policy and the expert as lines. ``None`` if no level has a
     bar of every variant."""

@@ -138,9 +138,7 @@ def load_runs(runs_dir: str | Path) -> BenchmarkRuns:
         directory = record_path.parent
         record = _read_json(record_path, "the run's record")
         cell = record.get("run")
-        if not isinstance(cell, dict) or not {"algorithm", "variant", "level", "seed"} <= set(
-            cell
-        ):
+        if not isinstance(cell, dict) or not {"algorithm", "variant", "level", "seed"} <= set(cell):
             raise ReportError(f"{record_path}: no 'run' with algorithm, variant, level, seed")
         name = str(directory.relative_to(root / "runs"))
         if not (directory / "done.json").exists():

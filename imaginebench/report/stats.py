@@ -127,7 +127,9 @@ def score_matrix(
     per_seed: dict[int, dict[tuple[str, str], float]], columns: list[tuple[str, str]]
 ) -> np.ndarray:
     """``(seeds, pairs)`` success on ``columns`` over the seeds that have every one of them."""
-    rows = [[scores[c] for c in columns] for scores in per_seed.values() if set(columns) <= set(scores)]
+    rows = [
+        [scores[c] for c in columns] for scores in per_seed.values() if set(columns) <= set(scores)
+    ]
     return np.array(rows, dtype=float).reshape(len(rows), len(columns))
 
 

@@ -11,8 +11,8 @@ import numpy as np
 from imaginebench.report.results import BenchmarkRuns
 from imaginebench.report.stats import (
     Aggregate,
-    levels_of,
     level_values,
+    levels_of,
     summarize,
     task_values,
     variants_of,
@@ -118,7 +118,9 @@ def all_levels_rows(bench: BenchmarkRuns) -> list[dict[str, object]]:
             groups.setdefault((r.algorithm, r.data), {}).setdefault(level, []).append(success)
     rows = []
     order = {a: i for i, a in enumerate(bench.algorithms)}
-    for (algorithm, data), per_level in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])):
+    for (algorithm, data), per_level in sorted(
+        groups.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])
+    ):
         for level in [lv for lv in levels_of(bench.runs) if lv in per_level]:
             s = summarize(per_level[level])
             rows.append(
@@ -218,9 +220,7 @@ def task_tables(rows: list[dict[str, object]], levels: list[str]) -> str:
         header = " | ".join(f"{a} {d}".strip() for a, d in shown)
         lines = [f"### {level}", "", f"| task | {header} |", "|---|" + "---|" * len(shown)]
         for task in sorted(cells, key=str):
-            lines.append(
-                f"| {task} | " + " | ".join(cells[task].get(m, "—") for m in shown) + " |"
-            )
+            lines.append(f"| {task} | " + " | ".join(cells[task].get(m, "—") for m in shown) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
