@@ -163,12 +163,27 @@ def test_bootstrap_intervals_are_reproducible_and_narrow_with_agreement():
     rng = np.random.default_rng(0)
     spread = rng.uniform(0, 1, size=(5, 20))
     agreeing = np.tile(spread[:1], (5, 1))  # every run scores every task the same
+    np.random.seed(1)
     first = aggregate_scores({"a": spread, "b": agreeing}, reps=300)
+    np.random.seed(2)  # whatever the caller's global NumPy stream: the same intervals
     again = aggregate_scores({"a": spread, "b": agreeing}, reps=300)
     assert first == again
+    assert np.random.randint(1 << 30) == np.random.RandomState(2).randint(1 << 30)  # untouched
     low, high = first["b"].iqm_ci
     assert low == pytest.approx(high) == pytest.approx(first["b"].iqm)
     assert first["a"].iqm_ci[1] - first["a"].iqm_ci[0] > 0.01
+
+
+def test_aggregates_compare_methods_on_the_tasks_they_share(tmp_path):
+    root = tmp_path / "bench"
+    for seed in (0, 1):  # real is scored on train, easy and hard; imaginary-easy on train, easy
+        make_run(root, "bc", "real", None, seed, {"train": 0.2, "easy": 0.4, "hard": 1.0})
+        make_run(root, "bc", "imaginary", "easy", seed, {"train": 0.6, "easy": 0.8, "hard": 0.0})
+    write_report(root, tmp_path / "report", reps=100)
+    rows = {r["data"]: r for r in _csv(tmp_path / "report/aggregate.csv")}
+    assert rows["real"]["tasks"] == rows["real + imaginary"]["tasks"] == "2"
+    assert rows["real"]["mean"] == "30.0"  # (20 + 40) / 2: its hard score is left out
+    assert rows["real + imaginary"]["mean"] == "70.0"
 
 
 def test_figures_are_written_as_png_and_svg(bench, tmp_path):

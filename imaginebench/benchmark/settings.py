@@ -135,12 +135,13 @@ def config_hash(config: dict[str, Any], data_files: list[str]) -> str:
         path = resolve_data_path(name)
         if not path.is_file():
             raise FileNotFoundError(f"{name}: data file does not exist")
-        contents[name] = _file_digest(str(path.resolve()), path.stat().st_mtime_ns)
+        stat = path.stat()
+        contents[name] = _file_digest(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     text = json.dumps({"config": config, "files": contents}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @cache
-def _file_digest(path: str, mtime_ns: int) -> str:
-    """sha256 of a file, computed once per path and modification time."""
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    """sha256 of a file, computed once per path, modification time and size."""
     return file_sha256(path)
