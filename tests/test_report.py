@@ -229,3 +229,15 @@ def test_report_through_the_cli_reports_errors_in_one_line(tmp_path, capsys):
 
     assert main(["report", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nowhere'}: no such folder"
+
+
+def test_runs_without_per_task_records_are_named(tmp_path):
+    root = tmp_path / "bench"
+    make_run(root, "bc", "real", None, 0, {"easy": 0.5})
+    make_run(root, "bc", "real", None, 1, {"easy": 0.7}, tasks={"easy": []})  # an older file
+    write_report(root, tmp_path / "report", reps=100)
+    text = (tmp_path / "report/results.md").read_text()
+    assert "Runs without per-task records (left out of the aggregate scores" in text
+    assert "bc/real/seed1" in text and "bc/real/seed0" not in text
+    (aggregate,) = _csv(tmp_path / "report/aggregate.csv")
+    assert aggregate["runs"] == "1"

@@ -34,6 +34,7 @@ def run_benchmark(
     """Run shard ``shard_of = (i, n)`` of ``spec``'s grid (:func:`run_planned`); ``dry_run``:
     only list its runs and their state. ``command`` is recorded in ``benchmark.yaml``."""
     runs = shard(expand_grid(spec), *shard_of)
+    log(f"resolving the settings of {len(runs)} runs (shard {shard_of[0]}/{shard_of[1]})")
     planned = plan_runs(spec, runs, force)
     if dry_run:
         for p in planned:

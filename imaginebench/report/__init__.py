@@ -80,7 +80,8 @@ def _header(bench: BenchmarkRuns, runs_dir: Path, seeds: int, reps: int) -> list
         "",
         f"Domain {spec.get('domain', '?')}; {len(bench.runs)} finished runs"
         + (f", {len(bench.unfinished)} unfinished (left out)" if bench.unfinished else "")
-        + f". Budgets: {budget}. Real data: {', '.join(map(str, sorted(real)))} expert episodes."
+        + f". Budgets: {budget}. Real data file: {', '.join(map(str, sorted(real)))} episodes "
+        "(expert rollouts, each stored once per training wording)."
         + (
             " `real + imaginary` adds, per level, that level's imaginary file "
             f"(`{spec.get('imaginary', '?')}`)."
@@ -170,6 +171,18 @@ def write_report(
     ]
     if bench.unfinished:
         lines += ["", "Unfinished runs (left out): " + ", ".join(sorted(bench.unfinished)) + "."]
+    untasked = sorted(
+        f"{r.algorithm}/{r.data}" + ("" if r.algorithm == "reference" else f"/seed{r.seed}")
+        for r in bench.runs
+        if not any(r.tasks.values())
+    )
+    if untasked:
+        lines += [
+            "",
+            "Runs without per-task records (left out of the aggregate scores and tasks.md): "
+            + ", ".join(untasked)
+            + ".",
+        ]
     write_text_atomically(out / "results.md", "\n".join(lines) + "\n")
     task_md = [
         "# Per-task success",
