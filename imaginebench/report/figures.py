@@ -44,7 +44,7 @@ def _bars(bench: BenchmarkRuns, variants: list[str], levels: list[str], title: s
     ]
     if not panels:
         return None
-    figure = _figure(2.2 + 2.6 * len(panels), 3.4)
+    figure = _figure(max(7.5, 2.2 + 2.6 * len(panels)), 3.6)
     axes = figure.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     width = 0.8 / len(variants)
     x = np.arange(len(algorithms))
@@ -76,7 +76,9 @@ def _bars(bench: BenchmarkRuns, variants: list[str], levels: list[str], title: s
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("success (%)")
     handles, names = axes[0].get_legend_handles_labels()
-    figure.legend(handles, names, loc="outside lower center", ncols=len(names), frameon=False)
+    figure.legend(
+        handles, names, loc="outside lower center", ncols=min(len(names), 5), frameon=False
+    )
     figure.suptitle(title)
     return figure
 
@@ -88,7 +90,7 @@ def figure5(bench: BenchmarkRuns, out: Path) -> list[Path]:
         bench,
         ["real", "imaginary"],
         levels_of(bench.runs),
-        "Success per level without and with imaginary rollouts (mean ± std over seeds)",
+        "Without and with imaginary rollouts (mean ± std over seeds)",
     )
     return _save(figure, out, "figure5_imaginary") if figure is not None else []
 
@@ -102,7 +104,7 @@ def figure6(bench: BenchmarkRuns, out: Path) -> list[Path]:
         bench,
         ["real", "imaginary", "oracle"],
         novel,
-        "Imaginary vs real (oracle) rollouts of the novel levels (mean ± std over seeds)",
+        "Imaginary vs real expert (oracle) rollouts (mean ± std over seeds)",
     )
     return _save(figure, out, "figure6_oracle") if figure is not None else []
 
