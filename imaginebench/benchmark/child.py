@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         ensure_real_dataset(oracle["domain"], Path(oracle["path"]), oracle["collect"])
     from imaginebench.cli import main as cli
 
-    return cli(["fit", *job["args"]])
+    sys.argv = [sys.argv[0], "fit", *job["args"]]  # what LightningCLI reads
+    return cli()
 
 
 if __name__ == "__main__":
