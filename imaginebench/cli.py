@@ -214,7 +214,11 @@ def _benchmark(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from imaginebench.report import write_report
 
-    written = write_report(args.runs_dir, args.out, reps=args.bootstrap_reps)
+    try:
+        written = write_report(args.runs_dir, args.out, reps=args.bootstrap_reps)
+    except ImportError as err:  # the report extra is missing
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -396,10 +400,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--set",
-        nargs="+",
+        action="append",
         default=None,
         metavar="ARG",
-        help="fit arguments added to every run, e.g. --set=--trainer.max_steps=500",
+        help="a fit argument added to every run, written with '=' (repeatable), e.g. "
+        "--set=--trainer.max_steps=500",
     )
     p.set_defaults(func=_benchmark)
 
