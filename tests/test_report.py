@@ -194,6 +194,9 @@ def test_figures_are_written_as_png_and_svg(bench, tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
         assert b"<svg" in svg.read_bytes()[:2000] and svg.stat().st_size > 10_000
     assert "![figure6_oracle](figure6_oracle.png)" in (tmp_path / "report/results.md").read_text()
+    write_report(bench, tmp_path / "again", reps=100)  # the same files again: diffs stay small
+    for name in ("figure5_imaginary.svg", "figure6_oracle.png", "tasks.csv", "aggregate.csv"):
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "report" / name).read_bytes()
 
 
 def test_figure6_needs_oracle_runs(tmp_path):

@@ -24,9 +24,12 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _save(figure: Any, out: Path, stem: str) -> list[Path]:
+    import matplotlib
+
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
-    figure.savefig(paths[0], dpi=120, metadata={"Software": None})
-    figure.savefig(paths[1], metadata={"Date": None})  # reproducible files
+    with matplotlib.rc_context({"svg.hashsalt": "imaginebench"}):  # reproducible files
+        figure.savefig(paths[0], dpi=120, metadata={"Software": None})
+        figure.savefig(paths[1], metadata={"Date": None})
     return paths
 
 

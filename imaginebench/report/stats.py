@@ -76,7 +76,7 @@ def task_values(
     per_task: dict[str, tuple[str, list[float], int]] = {}
     for rs in scoring_runs(runs, algorithm, variant, level).values():
         specs = set.intersection(*(set(r.tasks.get(level, {})) for r in rs))
-        for spec in specs:
+        for spec in sorted(specs):
             scores = [r.tasks[level][spec] for r in rs]
             name, values, episodes = per_task.get(spec, (scores[0].name, [], 0))
             values.append(float(np.mean([s.success for s in scores])))
