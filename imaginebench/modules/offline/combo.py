@@ -61,7 +61,9 @@ BUFFER_KEYS = ("state", "action", "reward", "next_state", "done", "instruction_i
 
 
 class COMBO(CQL):
-    """COMBO for continuous actions.
+    """COMBO for continuous actions. It does not weight its losses by transition
+    (``weighted_losses = False``): half of every batch comes from its own model, whose rows have
+    no confidence, and its dynamics model trains on every transition alike.
 
     Args:
         actor_lr: learning rate of the tanh-Gaussian policy.
@@ -86,6 +88,8 @@ class COMBO(CQL):
             ``initial_temperature``, ``target_entropy``, ``sampling_seed``, ``undiscounted_td_bug``)
             and those of :class:`OfflineRLModule`.
     """
+
+    weighted_losses = False
 
     def __init__(
         self,
