@@ -113,7 +113,10 @@ def run(
     existing_only: bool = False,
     real_episodes: int | None = None,
     ratio: float | None = None,
+    extra: list[str] | None = None,
 ) -> dict | None:
+    """One ``imaginebench fit`` run (its ``results.json``), or the finished run's with
+    ``reuse``; ``extra`` command-line arguments go after the others (they win)."""
     config = ROOT / "configs" / f"{algo}_{domain}.yaml"
     save_dir = out_dir / "runs" / tag
     name = load_config_file(config)["trainer"]["logger"]["init_args"]["name"]
@@ -141,6 +144,7 @@ def run(
         # the config's last callback, its ModelCheckpoint: one folder per run, beside its results
         f"--trainer.callbacks.init_args.dirpath={result_file.parent / 'checkpoints'}",
         "--trainer.enable_progress_bar=false",
+        *(extra or []),
     ]
     start = time.time()
     subprocess.run(cmd, check=True, cwd=out_dir, stdout=subprocess.DEVNULL)
@@ -218,14 +222,20 @@ def main() -> None:
             levels = [None] if variant == "real" else args.levels
             runs = {}  # level -> results per seed
             for level in levels:
-                data = second_stream(
-                    domain, variant, level, args.oracle_episodes, args.imaginary
-                )
+                data = second_stream(domain, variant, level, args.oracle_episodes, args.imaginary)
                 tag = variant if level is None else f"{variant}_{level}"
                 done = [
                     run(
-                        domain, algo, s, work, args.reuse, data, tag, args.existing_only,
-                        args.real_episodes, args.ratio,
+                        domain,
+                        algo,
+                        s,
+                        work,
+                        args.reuse,
+                        data,
+                        tag,
+                        args.existing_only,
+                        args.real_episodes,
+                        args.ratio,
                     )
                     for s in args.seeds
                 ]

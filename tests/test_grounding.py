@@ -658,6 +658,11 @@ def test_imagine_writes_the_likelihood_and_score_imaginary_refreshes_it(
         main(["score-imaginary", "shipped:clevr/imaginary_easy.h5", "--sources", "likelihood"]) == 2
     )
     assert "--out" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    other = _fitted_checkpoint(tmp_path / "other", _datamodule(real_path), steps=1)
+    refused = ["score-imaginary", str(out), "--sources", "likelihood", "--checkpoint", str(other)]
+    assert main(refused) == 2
+    assert "imagining model's own" in capsys.readouterr().err
 
 
 def _assert_teacher_forcing_agrees(module, rollouts):

@@ -171,11 +171,18 @@ class TransitionEnsemble:
         config: EnsembleConfig | Mapping[str, Any] | None = None,
         progress: bool = False,
     ) -> TransitionEnsemble:
-        """Fit the members on every transition of ``real``."""
+        """Fit the members on the distinct transitions of ``real`` (a rollout stored once per
+        wording is one transition to instruction-blind models; duplicates would also leak
+        into the hold-out set)."""
         config = as_config(config, EnsembleConfig, "ensemble") or EnsembleConfig()
-        if real.num_transitions < 2:
-            raise ValueError("the real data needs at least 2 transitions to fit an ensemble")
         state, next_state = _transition_states(real)
+        actions = np.asarray(real.actions).reshape(real.num_transitions, -1)
+        rows = np.concatenate([state.numpy(), actions.astype(np.float32), next_state.numpy()], 1)
+        distinct = np.sort(np.unique(rows, axis=0, return_index=True)[1])
+        if len(distinct) < 2:
+            raise ValueError("the real data needs at least 2 distinct transitions for an ensemble")
+        index = torch.as_tensor(distinct)
+        state, next_state = state[index], next_state[index]
         state_mean, state_std = state.mean(0), state.std(0).clamp_min(1e-3)
         change_std = (next_state - state).std(0).clamp_min(1e-3)
         generator = torch.Generator().manual_seed(config.seed)
@@ -189,8 +196,9 @@ class TransitionEnsemble:
             ]
             ensemble = DynamicsEnsemble(trunks, real.state_dim)
         scorer = cls(ensemble, state_mean, state_std, change_std, real.action_spec)
-        inputs, target = scorer._inputs(real), (next_state - state) / change_std
-        done = torch.as_tensor(real.terminals, dtype=torch.float32)
+        inputs = tuple(x[index] for x in scorer._inputs(real))
+        target = (next_state - state) / change_std
+        done = torch.as_tensor(real.terminals, dtype=torch.float32)[index]
         best, steps = fit_ensemble(
             ensemble,
             *inputs,
@@ -205,7 +213,11 @@ class TransitionEnsemble:
             holdout_fraction=config.holdout_fraction,
             progress=progress,
         )
-        scorer.metrics = {"holdout_mse": float(best.mean()), "updates": float(steps)}
+        scorer.metrics = {
+            "holdout_mse": float(best.mean()),
+            "updates": float(steps),
+            "transitions": float(len(distinct)),
+        }
         return scorer
 
     def _inputs(self, dataset: RolloutDataset) -> tuple[Tensor, Tensor, Tensor]:

@@ -89,6 +89,13 @@ def _checkpoint_of(dataset: RolloutDataset, given: str | None, path: Path) -> Pa
             f"{path}: grounding checkpoint {checkpoint} not found; pass --checkpoint (the "
             "likelihood needs the model that imagined the file) or --sources ensemble"
         )
+    recorded = dataset.provenance.get("adapter_checkpoint_sha256")
+    if recorded and recorded != file_sha256(checkpoint):
+        raise ValueError(
+            f"{path}: was imagined by the checkpoint with sha256 {recorded[:12]}..., "
+            f"{checkpoint} is another ({file_sha256(checkpoint)[:12]}...); the likelihood "
+            "confidence is the imagining model's own (or use --sources ensemble)"
+        )
     return checkpoint
 
 
