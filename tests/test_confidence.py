@@ -59,3 +59,29 @@ def test_auroc_on_constructed_scores():
     assert auroc(np.array([0.5, 0.5, 0.5, 0.5]), labels) == 0.5  # ties count half
     assert auroc(np.array([0.1, 0.6, 0.5, 0.9]), labels) == 0.75  # 3 of 4 pairs in order
     assert np.isnan(auroc(np.array([0.1, 0.2]), np.array([True, True])))
+
+
+def test_score_files_checks_every_input_before_fitting(clevr, tmp_path, monkeypatch):
+    """A missing file, or a file of another domain than the real data, is refused before the
+    ensemble is fitted (and nothing is written)."""
+    from imaginebench.data.format import save_dataset
+    from imaginebench.imagination.score import score_files
+
+    fitted_on, _, other = clevr
+    real = save_dataset(fitted_on, tmp_path / "real.h5")
+    clevr_file = save_dataset(other, tmp_path / "clevr.h5")
+    cheetah_file = save_dataset(
+        collect("halfcheetah", "train", 1, seed=0, progress=False)[0], tmp_path / "cheetah.h5"
+    )
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the inputs were checked")
+
+    monkeypatch.setattr(TransitionEnsemble, "fit", no_fit)
+    with pytest.raises(FileNotFoundError, match="missing.h5"):
+        score_files(
+            [str(clevr_file), str(tmp_path / "missing.h5")], real=str(real), sources=["ensemble"]
+        )
+    with pytest.raises(ValueError, match="cannot be scored by an ensemble fitted on"):
+        score_files([str(clevr_file), str(cheetah_file)], real=str(real), sources=["ensemble"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cheetah.h5", "clevr.h5", "real.h5"]

@@ -49,12 +49,17 @@ def with_confidence(
 
 
 def fit_ensemble_on(
-    real: str | Path, config: EnsembleConfig | Mapping[str, Any] | None, progress: bool
+    real: str | Path,
+    config: EnsembleConfig | Mapping[str, Any] | None,
+    progress: bool,
+    loaded: RolloutDataset | None = None,
 ) -> tuple[TransitionEnsemble, dict[str, Any]]:
-    """The ensemble scorer fitted on the real file, and how (for the provenance)."""
+    """The ensemble scorer fitted on the real file (``loaded``: its dataset, if already read),
+    and how (for the provenance)."""
     path = resolve_data_path(str(real))
     config = as_config(config, EnsembleConfig, "ensemble") or EnsembleConfig()
-    scorer = TransitionEnsemble.fit(load_dataset(path), config, progress=progress)
+    dataset = loaded if loaded is not None else load_dataset(path)
+    scorer = TransitionEnsemble.fit(dataset, config, progress=progress)
     settings = asdict(config)
     how = {
         "method": "committee spread of a dynamics ensemble fitted on the real data and the "
@@ -133,7 +138,7 @@ def score_files(
         raise ValueError("--out writes one file: give exactly one input file")
     if ENSEMBLE in sources and not real:
         raise ValueError("the ensemble confidence is fitted on the real data: pass --real FILE")
-    targets = []
+    jobs = []  # (path, target, dataset, checkpoint): every input checked before any work
     for name in paths:
         path = resolve_data_path(name)
         target = Path(out) if out is not None else path
@@ -142,17 +147,20 @@ def score_files(
                 f"{name}: a dataset shipped with the package is not rewritten in place "
                 "(its checksum is in the manifest); pass --out"
             )
-        targets.append((path, target))
+        dataset = load_dataset(path)  # strict: a rewrite must not lose episodes
+        ckpt = _checkpoint_of(dataset, checkpoint, path) if LIKELIHOOD in sources else None
+        jobs.append((path, target, dataset, ckpt))
     if ENSEMBLE in sources:
-        scorer, ensemble_how = fit_ensemble_on(real, ensemble, progress)
+        real_data = load_dataset(resolve_data_path(real))
+        for path, _, dataset, _ in jobs:
+            _check_same_domain(real_data, dataset, path, real)
+        scorer, ensemble_how = fit_ensemble_on(real, ensemble, progress, real_data)
     modules: dict[Path, Any] = {}
     written = []
-    for path, target in targets:
-        dataset = load_dataset(path)  # strict: a rewrite must not lose episodes
+    for path, target, dataset, ckpt in jobs:
         if ENSEMBLE in sources:
             dataset = with_confidence(dataset, ENSEMBLE, scorer.confidence(dataset), ensemble_how)
-        if LIKELIHOOD in sources:
-            ckpt = _checkpoint_of(dataset, checkpoint, path)
+        if ckpt is not None:
             if ckpt not in modules:
                 modules[ckpt] = _load_grounding(ckpt)
             values = likelihood_of(dataset, modules[ckpt], batch_size, progress)
@@ -165,6 +173,21 @@ def score_files(
             dataset = with_confidence(dataset, LIKELIHOOD, values, how)
         written.append(save_dataset(dataset, target, overwrite=True))
     return written
+
+
+def _check_same_domain(
+    real: RolloutDataset, dataset: RolloutDataset, path: Path, real_name: str
+) -> None:
+    if (real.domain, real.state_dim, real.action_spec) != (
+        dataset.domain,
+        dataset.state_dim,
+        dataset.action_spec,
+    ):
+        raise ValueError(
+            f"{path}: {dataset.domain} data ({dataset.state_dim}-d states, actions "
+            f"{dataset.action_spec}) cannot be scored by an ensemble fitted on {real_name} "
+            f"({real.domain}, {real.state_dim}-d states, actions {real.action_spec})"
+        )
 
 
 def _load_grounding(checkpoint: Path) -> Any:
