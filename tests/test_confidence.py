@@ -21,6 +21,7 @@ def clevr():
     return real, TransitionEnsemble.fit(real, SMALL), other
 
 
+@pytest.mark.slow  # the real CLEVR data of the fixture: ~7 s
 def test_the_ensemble_trusts_real_steps_more_than_the_same_steps_with_wrong_actions(clevr):
     """Same states before and after, other actions: the step (its change of state) disagrees
     with what the real-data models predict for the action, and the confidence says so. (The
@@ -39,6 +40,7 @@ def test_the_ensemble_trusts_real_steps_more_than_the_same_steps_with_wrong_acti
     assert np.median(right_conf) > 1.5 * np.median(wrong_conf)
 
 
+@pytest.mark.slow  # the real CLEVR data of the fixture: ~7 s
 def test_the_ensemble_is_fitted_reproducibly_and_scores_any_action_space(clevr):
     fitted_on, scorer, real = clevr
     again = TransitionEnsemble.fit(fitted_on, SMALL)
@@ -61,6 +63,7 @@ def test_auroc_on_constructed_scores():
     assert np.isnan(auroc(np.array([0.1, 0.2]), np.array([True, True])))
 
 
+@pytest.mark.slow  # the real CLEVR data of the fixture: ~7 s
 def test_score_files_checks_every_input_before_fitting(clevr, tmp_path, monkeypatch):
     """A missing file, or a file of another domain than the real data, is refused before the
     ensemble is fitted (and nothing is written)."""

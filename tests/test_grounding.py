@@ -568,6 +568,7 @@ def test_recorded_step_likelihoods_are_what_teacher_forcing_gives(
             assert r.step_log_likelihoods.sum() == pytest.approx(r.log_likelihood, abs=1e-4)
 
 
+@pytest.mark.slow  # two fits, two imaginations, an ensemble: ~18 s
 def test_imagine_writes_the_likelihood_and_score_imaginary_refreshes_it(
     real_path, tmp_path, capsys, monkeypatch
 ):
