@@ -2,8 +2,9 @@
 
 ``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
 ``info``, ``import-kalm`` and ``export-minari`` / ``import-minari`` manage datasets; ``render``
-draws an episode as a GIF or MP4; ``benchmark -c FILE`` runs a grid of fits and ``report
-RUNS_DIR`` tabulates and plots it.
+draws an episode as a GIF or MP4; ``imagine`` writes imaginary datasets and ``score-imaginary``
+adds confidence to them; ``benchmark -c FILE`` runs a grid of fits and ``report RUNS_DIR``
+tabulates and plots it.
 """
 
 from __future__ import annotations
@@ -257,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="imaginebench",
         description="ImagineBench: offline RL from real and imagined rollouts. Training: "
         "imaginebench fit|validate|test -c configs/<algo>_<env>.yaml; imagination: "
-        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level> (see --help of each). "
+        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level>; confidence of "
+        "imaginary files: imaginebench score-imaginary FILE --real REAL (see --help of each). "
         "Errors in the input are reported in one line; add --debug to any command for the "
         "traceback.",
     )
@@ -505,6 +507,10 @@ def _run_command(argv: list[str]) -> int:
         from imaginebench.imagination.run import main as imagine
 
         return imagine(argv[1:])
+    if argv and argv[0] == "score-imaginary":
+        from imaginebench.imagination.score import main as score_imaginary
+
+        return score_imaginary(argv[1:])
     args = build_parser().parse_args(argv)
     args.argv = argv
     return int(args.func(args) or 0)
