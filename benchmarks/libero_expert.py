@@ -53,6 +53,12 @@ def run_task(env, task: LiberoTask, index: int, args) -> dict:
     }
 
 
+def write(path: str, lines: list[str]) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=10)
@@ -95,6 +101,7 @@ def main() -> None:
                 f"{r['steps_per_s']:.0f} |"
             )
             print(lines[-1], flush=True)
+            write(args.out, lines + ["", "*(partial: the run is still going)*"])
             index += 1
     env.close()
     lines += ["", "## Collection speed", ""]
@@ -107,10 +114,8 @@ def main() -> None:
             f"workers={workers})`: {stats}."
         )
         print(lines[-1], flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}")
+    write(args.out, lines)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
