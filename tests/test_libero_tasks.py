@@ -96,6 +96,10 @@ def test_pick_needs_the_hand_at_the_object_while_it_moves():
         True,
     ]
     assert not task.success(history(at, at)).any()
+    # moved earlier (hand away), then at rest by the hand: movement counts since the last step
+    pushed = soup + [0.01, 0, 0]
+    earlier = history({}, {"alphabet_soup": pushed}, {**at, "alphabet_soup": pushed})
+    assert not task.success(earlier).any()
     # the soup moves but the hand is 6 cm away: not a grasp
     far = {"eef": soup + [0.06, 0, 0]}
     assert not task.success(history(far, {**far, "alphabet_soup": soup + [0, 0, 0.01]})).any()
