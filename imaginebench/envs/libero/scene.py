@@ -56,8 +56,9 @@ def wxyz_to_xyzw(q: np.ndarray) -> np.ndarray:
 
 
 def _control_env(render: bool, render_size: tuple[int, int]) -> Any:
-    if render:  # robosuite picks its GL context when first imported
-        os.environ.setdefault("MUJOCO_GL", "egl")
+    # robosuite picks its GL context when first imported, so a scene built without rendering
+    # must not leave it on a windowing backend that a later rendering scene cannot use
+    os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         from libero.libero.envs.env_wrapper import ControlEnv
     except ImportError as err:
