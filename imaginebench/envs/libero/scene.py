@@ -140,9 +140,16 @@ class Scene:
         return the state read back."""
         import mujoco
 
-        self.data.qpos[:] = self.qpos_of(state)
-        self.data.qvel[:] = 0.0 if qvel is None else qvel
-        mujoco.mj_forward(self.model, self.data)
+        d = self.data
+        d.qpos[:] = self.qpos_of(state)
+        d.qvel[:] = 0.0 if qvel is None else qvel
+        # the last commands and the solver's warm start (the last accelerations) would carry
+        # the previous episode over: the same state and actions would end differently
+        d.ctrl[:] = 0.0
+        d.act[:] = 0.0
+        d.time = 0.0
+        mujoco.mj_forward(self.model, d)
+        d.qacc_warmstart[:] = 0.0
         self.hold_fingers()
         self.hold_pose()
         self.env._post_process()
@@ -159,21 +166,23 @@ class Scene:
 
     def snapshot(self) -> tuple[np.ndarray, ...]:
         """Everything a step depends on: joint positions and velocities, actuator commands,
-        the gripper's held command and the controller's goal orientation (for
-        :meth:`restore`)."""
+        the gripper's held command, the controller's goal orientation and the solver's warm
+        start (for :meth:`restore`)."""
         d = self.data
         held = np.array(self.robot.gripper.current_action, dtype=np.float64)
         goal = np.array(self.robot.controller.goal_ori, dtype=np.float64)
-        return d.qpos.copy(), d.qvel.copy(), d.act.copy(), d.ctrl.copy(), held, goal
+        warm = d.qacc_warmstart.copy()
+        return d.qpos.copy(), d.qvel.copy(), d.act.copy(), d.ctrl.copy(), held, goal, warm
 
     def restore(self, snapshot: tuple[np.ndarray, ...]) -> None:
         """Return to a :meth:`snapshot`."""
         import mujoco
 
-        qpos, qvel, act, ctrl, held, goal = snapshot
+        qpos, qvel, act, ctrl, held, goal, warm = snapshot
         d = self.data
         d.qpos[:], d.qvel[:], d.act[:], d.ctrl[:] = qpos, qvel, act, ctrl
         mujoco.mj_forward(self.model, d)
+        d.qacc_warmstart[:] = warm
         self.robot.gripper.current_action = held.copy()
         self.robot.controller.update(force=True)
         self.robot.controller.reset_goal()
