@@ -155,7 +155,14 @@ def budget_overlay(work: Path, max_steps: int | None, episodes: int | None) -> l
 def run_grid(out: Path, **fields) -> dict[str, list[float]]:
     """Run (or resume, or skip when finished) the benchmark grid ``fields`` (BenchmarkSpec
     fields, no reference policies) in ``out``; success per level over its finished runs."""
-    spec = load_spec(None, references=[], out=str(out), base_dir=str(ROOT / "configs"), **fields)
+    spec = load_spec(
+        None,
+        references=[],
+        out=str(out),
+        config="{algorithm}_{domain}.yaml",
+        base_dir=str(ROOT / "configs"),
+        **fields,
+    )
     outcome = run_benchmark(spec, command=["python", *sys.argv], progress=False)
     if outcome.failed:
         raise SystemExit(f"{len(outcome.failed)} runs failed (logs in {out}/runs/*/log.txt)")
@@ -172,7 +179,8 @@ def cell(values: list[float], expected: int) -> str:
         return "—"
     summary = summarize(values)
     partial = f" (n={len(values)})" if len(values) < expected else ""
-    return f"{100 * summary.mean:.1f} ± {100 * summary.std:.1f}{partial}"
+    spread = f" ± {100 * summary.std:.1f}" if len(values) > 1 else ""
+    return f"{100 * summary.mean:.1f}{spread}{partial}"
 
 
 def weighting_args(variant: str, source: str, power: float, threshold: float) -> list[str]:

@@ -40,6 +40,31 @@ def test_the_ensemble_trusts_real_steps_more_than_the_same_steps_with_wrong_acti
     assert np.median(right_conf) > 1.5 * np.median(wrong_conf)
 
 
+@pytest.mark.slow  # 430 real episodes and a 2-member fit: ~20 s (80 s on a busy machine)
+def test_the_ensemble_predicts_real_next_states_of_unseen_tasks():
+    """``next_states`` (what ``imagine`` with ``state_model: ensemble`` feeds the LM), fitted on
+    real pushes of the training tasks: on real pushes of the easy tasks its next states are
+    closer to the real ones than "nothing moves" is, and than its own prediction for other
+    actions (measured with this seed and budget: mean absolute error 0.016 against 0.033 and
+    0.063)."""
+    real, _ = collect("clevr", "train", 400, seed=0, epsilon=0.2, progress=False)
+    other, _ = collect("clevr", "easy", 30, seed=5, epsilon=0.2, progress=False)
+    scorer = TransitionEnsemble.fit(
+        real, EnsembleConfig(members=2, hidden=(128, 128), max_steps=1000, eval_every=100)
+    )
+    before, after = other.transition_indices()
+    states, truth = other.states[before], other.states[after]
+    predicted = scorer.next_states(states, other.actions)
+    assert predicted.shape == truth.shape and predicted.dtype == np.float32
+    moved = np.abs(truth - states).sum(1) > 1e-3
+    error = np.abs(predicted - truth)[moved].mean()
+    assert error < 0.7 * np.abs(states - truth)[moved].mean(), error
+    others = np.random.default_rng(0).permutation(other.actions)
+    changed = moved & (others != other.actions)
+    wrong = np.abs(scorer.next_states(states, others) - truth)[changed].mean()
+    assert error < 0.5 * wrong, (error, wrong)
+
+
 @pytest.mark.slow  # the real CLEVR data of the fixture: ~7 s
 def test_the_ensemble_is_fitted_reproducibly_and_scores_any_action_space(clevr):
     fitted_on, scorer, real = clevr

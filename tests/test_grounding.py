@@ -458,6 +458,23 @@ def test_merged_lora_imagines_the_same_rollouts(real_path):
         np.testing.assert_allclose(a.states, b.states, atol=1e-4)
 
 
+def test_a_dynamics_model_advances_the_imagined_states(real_path):
+    """With ``dynamics`` every imagined next state is the model's for the state and the
+    chosen action (the LM only acts), and the rollouts still stop at success."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    specs = get_domain("clevr").make_suite().episodes("train", 8, seed=2, split="data")
+
+    def dynamics(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        return states + 0.01 * (1 + actions[:, None] % 7)
+
+    for r in Imaginer(module, DecodingConfig(batch_size=8), dynamics=dynamics).imagine(
+        specs, horizon=6
+    ):
+        np.testing.assert_allclose(r.states[1:], dynamics(r.states[:-1], r.actions), atol=1e-5)
+        assert r.success == bool(r.spec.task.success(r.states)[-1])
+
+
 def test_decoding_stops_at_success(real_path):
     """A rollout ends at the first imagined state that satisfies its task."""
     dm = _datamodule(real_path)

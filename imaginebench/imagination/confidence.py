@@ -223,7 +223,10 @@ class TransitionEnsemble:
     def _inputs(self, dataset: RolloutDataset) -> tuple[Tensor, Tensor, Tensor]:
         """Standardised states, the constant instruction input and the action features."""
         state, _ = _transition_states(dataset)
-        actions = torch.as_tensor(np.asarray(dataset.actions))
+        return self._features(state, torch.as_tensor(np.asarray(dataset.actions)))
+
+    def _features(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The members' inputs for ``(n, D)`` states and ``n`` actions."""
         if self.action_spec["type"] == "discrete":
             features = F.one_hot(actions.long(), int(self.action_spec["n"])).float()
         else:
@@ -235,6 +238,16 @@ class TransitionEnsemble:
             features = (2 * (actions.float() - low) / (high - low) - 1).flatten(1)
         no_instruction = torch.zeros(len(state), 1)
         return (state - self.state_mean) / self.state_std, no_instruction, features
+
+    @torch.no_grad()
+    def next_states(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``(n, D)`` float32: the next state of each ``(state, action)`` pair, the state plus
+        the members' mean predicted change (what ``imagine``'s ``state_model: ensemble`` feeds
+        the LM instead of its own state head's prediction)."""
+        state = torch.as_tensor(np.asarray(states, dtype=np.float32))
+        inputs = self._features(state, torch.as_tensor(np.asarray(actions)))
+        change = self.ensemble.means(*inputs).mean(0) * self.change_std
+        return (state + change).numpy()
 
     @torch.no_grad()
     def disagreement(self, dataset: RolloutDataset, chunk: int = 65536) -> np.ndarray:

@@ -48,8 +48,9 @@ class DecodingConfig:
 
     Args:
         strategy: ``greedy`` (argmax action) or ``sample`` (softmax with ``temperature``).
-            States are always the state head's prediction; continuous actions are always the
-            action head's prediction, clipped to the action bounds.
+            States are the state head's prediction (or the ``dynamics`` model's, see
+            :class:`Imaginer`); continuous actions are always the action head's prediction,
+            clipped to the action bounds.
         temperature: softmax temperature of sampled discrete actions.
         batch_size: rollouts decoded together.
         use_cache: KV-cached decoding (``False``: full re-forward per slot; same result).
@@ -165,6 +166,9 @@ class Imaginer:
         illegal_retries: with ``legal`` and sampled discrete actions, an action whose
             imagined next state breaks the rules is redrawn (the LM's cache rewound to before
             it) up to this many times before the rollout stops as illegal.
+        dynamics: ``(states (B, D), actions) -> next states (B, D)``, a model of the domain's
+            dynamics learned from real data (never the simulator); when given, it advances the
+            state and the LM only chooses the actions (its state head's prediction is unused).
     """
 
     def __init__(
@@ -175,8 +179,10 @@ class Imaginer:
         integer_states: bool = False,
         legal: Callable[[np.ndarray], np.ndarray] | None = None,
         illegal_retries: int = 0,
+        dynamics: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
+        self.dynamics = dynamics
         self.module = module
         self.integer_states = integer_states
         self.legal = legal
@@ -264,7 +270,11 @@ class Imaginer:
         action's word choices (see :meth:`_act`)."""
         action, hidden, log_likelihood, choices = self._act(seq, current, previous, redo, kept)
         heads = self.model.with_context(hidden, current, action)
-        next_state = self.model.next_state(heads, current)
+        if self.dynamics is None:
+            next_state = self.model.next_state(heads, current)
+        else:
+            predicted = self.dynamics(current.float().cpu().numpy(), action.cpu().numpy())
+            next_state = torch.as_tensor(predicted, dtype=current.dtype, device=current.device)
         if self.integer_states:
             next_state = next_state.round()
         state_log_likelihood = self.model.state_log_likelihood(heads, next_state, current)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -59,6 +59,7 @@ def imagine_level(
     progress: bool = True,
     ensemble_confidence: bool = False,
     ensemble: EnsembleConfig | Mapping[str, Any] | None = None,
+    state_model: Literal["lm", "ensemble"] = "lm",
 ) -> tuple[RolloutDataset, QualityReport]:
     """Imagine ``rollouts`` episodes of ``level`` with the grounding checkpoint; write ``out``.
 
@@ -79,6 +80,9 @@ def imagine_level(
         ensemble_confidence: also write the ``ensemble`` confidence, from a dynamics ensemble
             fitted on the real data the checkpoint was fine-tuned on (tens of seconds).
         ensemble: that ensemble's settings (:class:`EnsembleConfig` or a dict of its fields).
+        state_model: what advances the imagined state: ``lm`` (the grounded LM's state head,
+            KALM's imagination) or ``ensemble`` (that dynamics ensemble, fitted on the real
+            data; the LM then only chooses the actions). Never the simulator.
     """
     from imaginebench.modules.grounding import GroundingModule
 
@@ -99,6 +103,8 @@ def imagine_level(
         )
     if rollouts < 1:
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
+    if state_model not in ("lm", "ensemble"):
+        raise ValueError(f"state_model must be 'lm' or 'ensemble', got {state_model!r}")
     module = GroundingModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     module.merge_lora()  # inference only: one matmul per projection instead of three
     env = make(domain, level).unwrapped
@@ -123,10 +129,21 @@ def imagine_level(
     spec = get_domain(domain)
     specs = spec.make_suite().episodes(level, rollouts, seed, split="data")
     candidates = [s for s in specs for _ in range(filters.best_of)]
+    scorer = how = None
+    if state_model == "ensemble" or ensemble_confidence:
+        scorer, how = fit_ensemble_on(_real_data_path(checkpoint), ensemble, progress)
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
-    imaginer = Imaginer(module, decoding, seed, spec.integer_states, legal, filters.illegal_retries)
+    imaginer = Imaginer(
+        module,
+        decoding,
+        seed,
+        spec.integer_states,
+        legal,
+        filters.illegal_retries,
+        dynamics=scorer.next_states if state_model == "ensemble" else None,
+    )
     imagined = imaginer.imagine(candidates, horizon, progress=progress)
     seconds = time.perf_counter() - started
     kept, counts = select(imagined, filters)
@@ -160,6 +177,9 @@ def imagine_level(
             "batch_size": decoding.batch_size,
             "kv_cache": decoding.use_cache,
         },
+        "state_model": state_model
+        if state_model == "lm"
+        else {"ensemble": {k: v for k, v in how.items() if k != "method"}},
         "seconds": round(seconds, 1),
     }
     if has_likelihood:
@@ -174,7 +194,6 @@ def imagine_level(
         episodes, domain=domain, action_spec=action_spec, provenance=provenance
     )
     if ensemble_confidence:
-        scorer, how = fit_ensemble_on(_real_data_path(checkpoint), ensemble, progress)
         dataset = with_confidence(dataset, ENSEMBLE, scorer.confidence(dataset), how)
     report = quality_report(domain, level, episodes)
     save_dataset(dataset, path, overwrite=overwrite)
