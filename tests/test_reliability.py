@@ -253,7 +253,10 @@ def test_checkpoint_folder_placeholder_must_be_seed_and_the_seed_known(
     assert cli_main(["fit", "-c", str(unknown), "--seed_everything", "3"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("error: ModelCheckpoint dirpath ")
-    assert err.endswith("ckpt/{foo}-{seed}: unknown placeholder {foo} (known: {seed})")
+    assert err.endswith(
+        "ckpt/{foo}-{seed}: unknown placeholder {foo} "
+        "(known: {seed}, and {name}, which the CLI fills from the logger's name)"
+    )
     unseeded = small_config(tmp_path, real_path, ckpt_dir="ckpt/seed{seed}")
     assert cli_main(["fit", "-c", str(unseeded), "--seed_everything", "false"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
