@@ -85,30 +85,62 @@ def _check_plain_type(name: str, value: Any, hint: Any) -> None:
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """A training YAML as one dict, its ``config: <file>`` include merged in.
+    """A training YAML as one dict, its ``config: <file>`` include resolved as LightningCLI
+    (jsonargparse 4.x) resolves it, so ``fit --print_config`` shows the same values.
 
-    LightningCLI (jsonargparse) reads a ``config`` key inside a config file as another config
-    file, relative to the including file's folder; the shipped configs use it for the pieces
-    in ``configs/parts/``. This resolves the same: the included file first (its own include
-    resolved likewise), then the including file's keys, nested mappings merged key by key and
-    anything else replaced. Use it to read or rewrite a config without the CLI; the pieces and
-    the files including them share no top-level key, which is where both agree exactly.
+    A ``config`` key inside a config file names another config file, relative to the including
+    file's folder; the included file may include one in turn (``configs/<algo>_<domain>.yaml``
+    includes ``parts/<domain>.yaml``, which includes ``parts/trainer.yaml``). Its keys come
+    first; then each key of the including file, in order: a plain key (``trainer:``) replaces
+    the included value whole, nested mappings included; a dotted key (``trainer.max_steps:``,
+    ``trainer.logger.init_args.name:``) sets that one value and keeps the rest. Use it to read
+    or rewrite a config without the CLI (placeholders such as ``{name}`` in a checkpoint's
+    ``dirpath`` stay as written; the CLI fills them when it runs).
+
+    Raises :class:`ConfigError` (a ``ValueError``) for what jsonargparse would ignore or
+    misread: ``config`` after other keys, a list of includes, a dotted key into a value that is
+    not a mapping, an include cycle; ``OSError`` for a missing file.
     """
+    return _load(Path(path), ())
+
+
+def _load(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     import yaml
 
-    path = Path(path)
-    config = yaml.safe_load(path.read_text()) or {}
-    include = config.pop("config", None)
-    if include is None:
-        return config
-    return _merge(load_config_file(path.parent / include), config)
-
-
-def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merge(out[key], value)
+    if path.resolve() in chain:
+        raise ConfigError(f"{path}: includes itself ({' -> '.join(map(str, chain))})")
+    loaded = yaml.safe_load(path.read_text())
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping, got {type(loaded).__name__}")
+    config: dict[str, Any] = {}
+    for n, (key, value) in enumerate(loaded.items()):
+        if key == "config":
+            if n:
+                raise ConfigError(f"{path}: 'config' (the include) must be the file's first key")
+            if not isinstance(value, str):
+                raise ConfigError(
+                    f"{path}: config: {value!r}: include one file (jsonargparse ignores a "
+                    "list); that file may include another"
+                )
+            config = _load(path.parent / value, (*chain, path.resolve()))
+        elif "." in str(key):
+            _set_dotted(config, str(key), value, path)
         else:
-            out[key] = value
-    return out
+            config[key] = value
+    return config
+
+
+def _set_dotted(config: dict[str, Any], key: str, value: Any, path: Path) -> None:
+    """Set ``config[a][b][c] = value`` for ``key`` ``a.b.c``, keeping ``a``'s and ``b``'s other
+    keys (missing levels are created)."""
+    *parents, leaf = key.split(".")
+    node = config
+    for n, part in enumerate(parents):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            where = ".".join(parents[: n + 1])
+            raise ConfigError(f"{path}: {key}: {where} is not a mapping ({child!r})")
+        node = child
+    node[leaf] = value

@@ -8,22 +8,27 @@ Configs name the model and data module by ``class_path``: an offline RL algorith
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 import warnings
 from typing import Any
 
 import lightning as L
+from jsonargparse import Namespace
+from jsonargparse.typing import NonNegativeInt
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
+from imaginebench.callbacks.evaluation import SuccessRateEvaluation
 from imaginebench.callbacks.progress import update_progress_bar
 from imaginebench.callbacks.resume import ResumeCheck
 
 
 class ImagineBenchCLI(LightningCLI):
     """The data module's state size and action space are passed to the model, so configs name
-    only the algorithm's own hyperparameters."""
+    only the algorithm's own hyperparameters; the callbacks get the run's name and cadence
+    (:func:`complete_run_config`), so the shared pieces in ``configs/parts/`` need not."""
 
     def add_arguments_to_parser(self, parser) -> None:  # type: ignore[no-untyped-def]
         parser.link_arguments("data.state_dim", "model.init_args.state_dim", apply_on="instantiate")
@@ -37,6 +42,18 @@ class ImagineBenchCLI(LightningCLI):
             help="resume from --ckpt_path even if its model or data settings (seed, files, "
             "ratio, ...) differ from this run's (refused by default)",
         )
+        parser.add_argument(
+            "--every_n_steps",
+            type=NonNegativeInt | None,
+            default=None,
+            help="evaluate and checkpoint every this many training steps: fills the "
+            "every_n_steps of a SuccessRateEvaluation and the every_n_train_steps of a "
+            "ModelCheckpoint that the config leaves null (a callback's own value wins)",
+        )
+
+    def before_instantiate_classes(self) -> None:
+        """Complete the config before anything is built (:func:`complete_run_config`)."""
+        complete_run_config(self.config[self.subcommand] if self.subcommand else self.config)
 
     def instantiate_trainer(self, **kwargs: Any) -> L.Trainer:
         """The trainer, with Lightning's default progress bar swapped for one that counts
@@ -64,6 +81,53 @@ class ImagineBenchCLI(LightningCLI):
                 )
 
 
+def complete_run_config(config: Namespace) -> None:
+    """Fill in, in place, what the shared trainer pieces (``configs/parts/``) leave to each
+    config: ``{name}`` in a ``ModelCheckpoint``'s ``dirpath`` becomes the logger's ``name``, and
+    the top-level ``every_n_steps`` becomes the ``every_n_steps`` of every
+    ``SuccessRateEvaluation`` and the ``every_n_train_steps`` of every ``ModelCheckpoint`` left
+    null. ``every_n_steps`` is then removed: the config a run records (``config.yaml``, the
+    benchmark's settings hash) holds the callbacks' own values, as a config that spells them
+    out would. ``{seed}`` is left to :meth:`ImagineBenchCLI.instantiate_trainer`.
+
+    Raises ``ValueError`` for ``{name}`` without a logger that has a non-empty name."""
+    every = config.pop("every_n_steps", None)
+    every = None if every is None else int(every)  # a plain int, not jsonargparse's subclass
+    for callback in config.get("trainer.callbacks") or []:
+        if not isinstance(callback, Namespace) or "class_path" not in callback:
+            continue
+        cls = _import_class(callback.class_path)
+        args = callback.get("init_args")
+        if args is None:
+            args = callback["init_args"] = Namespace()
+        if issubclass(cls, SuccessRateEvaluation) and args.get("every_n_steps") is None:
+            args["every_n_steps"] = every
+        if issubclass(cls, ModelCheckpoint):
+            if args.get("every_n_train_steps") is None:
+                args["every_n_train_steps"] = every
+            dirpath = args.get("dirpath")
+            if isinstance(dirpath, str) and "{name}" in dirpath:
+                args["dirpath"] = dirpath.replace("{name}", _logger_name(config, dirpath))
+
+
+def _import_class(class_path: str) -> type:
+    module, name = class_path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def _logger_name(config: Namespace, dirpath: str) -> str:
+    """The ``name`` of the config's one logger, which ``{name}`` in ``dirpath`` stands for."""
+    logger = config.get("trainer.logger")
+    name = logger.get("init_args.name") if isinstance(logger, Namespace) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(
+            f"ModelCheckpoint dirpath {dirpath}: {{name}} stands for the logger's name, but "
+            f"the config has no logger with a name (trainer.logger: {logger!r}); name the "
+            "logger or give the checkpoints a folder (--trainer.callbacks.init_args.dirpath)"
+        )
+    return name
+
+
 def _run_seed(seed_everything: Any) -> int | None:
     """The run's seed: ``seed_everything`` as LightningCLI leaves it (``true`` already replaced
     by the seed it drew), ``None`` if no seed was set (``false``, ``null``)."""
@@ -81,7 +145,7 @@ def _fill_dirpath(dirpath: str, seed_everything: Any) -> str:
         if match.group(1) != "seed":
             raise ValueError(
                 f"ModelCheckpoint dirpath {dirpath}: unknown placeholder {match.group(0)} "
-                "(known: {seed})"
+                "(known: {seed}, and {name}, which the CLI fills from the logger's name)"
             )
         if seed is None:
             raise ValueError(

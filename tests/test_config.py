@@ -126,3 +126,70 @@ def test_fields_keep_their_own_checks_and_numbers_convert_sensibly():
         Imaginer(None, decoding={"temperature": 0.0})
     dm = RealImaginaryDataModule(collect={"episodes": np.int64(4), "epsilon": 0})
     assert dm.collect.episodes == 4 and dm.collect.epsilon == 0
+
+
+# -- training YAMLs with includes (load_config_file) --------------------------------------------
+def _write(folder, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+INCLUDED = {
+    "parts/base.yaml": "trainer:\n  accelerator: cpu\n  logger:\n    init_args:\n"
+    "      save_dir: runs\nseed_everything: 0\n",
+    "parts/domain.yaml": "config: base.yaml\ntrainer.callbacks: [a, b]\nseed_everything: 1\n",
+}
+
+
+def test_includes_nest_and_dotted_keys_set_one_value(tmp_path):
+    from imaginebench.config import load_config_file
+
+    _write(tmp_path, INCLUDED)
+    _write(
+        tmp_path,
+        {
+            "run.yaml": "config: parts/domain.yaml\ntrainer.max_steps: 6\n"
+            "trainer.logger.init_args.name: run\nmodel: {lr: 1}\n"
+        },
+    )
+    assert load_config_file(tmp_path / "run.yaml") == {
+        "trainer": {
+            "accelerator": "cpu",
+            "logger": {"init_args": {"save_dir": "runs", "name": "run"}},
+            "callbacks": ["a", "b"],
+            "max_steps": 6,
+        },
+        "seed_everything": 1,  # the includer's plain key replaces the include's
+        "model": {"lr": 1},
+    }
+
+
+def test_a_plain_key_replaces_the_included_mapping_whole(tmp_path):
+    from imaginebench.config import load_config_file
+
+    _write(tmp_path, INCLUDED)
+    _write(tmp_path, {"run.yaml": "config: parts/domain.yaml\ntrainer:\n  max_steps: 6\n"})
+    assert load_config_file(tmp_path / "run.yaml")["trainer"] == {"max_steps": 6}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("config: [parts/base.yaml, parts/domain.yaml]\n", "include one file"),
+        ("model: {}\nconfig: parts/base.yaml\n", "must be the file's first key"),
+        ("config: parts/base.yaml\nseed_everything.value: 1\n", "seed_everything is not a map"),
+        ("config: run.yaml\n", "includes itself"),
+        ("- a list\n", "must be a mapping, got list"),
+    ],
+)
+def test_what_jsonargparse_would_ignore_or_misread_is_an_error(tmp_path, text, message):
+    from imaginebench.config import ConfigError, load_config_file
+
+    _write(tmp_path, INCLUDED)
+    _write(tmp_path, {"run.yaml": text})
+    with pytest.raises(ConfigError, match=message):
+        load_config_file(tmp_path / "run.yaml")
+    with pytest.raises(FileNotFoundError):
+        load_config_file(tmp_path / "absent.yaml")

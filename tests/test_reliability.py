@@ -196,9 +196,11 @@ def test_resume_refuses_another_runs_checkpoint(tmp_path: Path, real_path: Path)
 
 
 def shipped_ckpt_dir(config: Path) -> str:
+    """The checkpoint folder a shipped config gives (from its configs/parts/ include), before the
+    CLI fills in ``{name}`` (the logger's name) and ``{seed}``."""
     (dirpath,) = [
         cb["init_args"]["dirpath"]
-        for cb in yaml.safe_load(config.read_text())["trainer"]["callbacks"]
+        for cb in load_config_file(config)["trainer"]["callbacks"]
         if cb["class_path"].endswith("ModelCheckpoint")
     ]
     return dirpath
@@ -213,7 +215,9 @@ def test_seeds_of_one_config_checkpoint_into_their_own_folders(
     # every config in configs/ but the grounding and imagination ones trains an offline RL module
     assert len(offline_rl) >= 15 and all("modules.offline" in c.read_text() for c in offline_rl)
     for config in offline_rl:  # every shipped offline RL config: runs/<config>/seed{seed}/...
-        assert shipped_ckpt_dir(config) == f"runs/{config.stem}/seed{{seed}}/checkpoints"
+        assert shipped_ckpt_dir(config) == "runs/{name}/seed{seed}/checkpoints"
+        logger = load_config_file(config)["trainer"]["logger"]["init_args"]
+        assert logger["name"] == config.stem
     config = str(small_config(tmp_path, real_path, ckpt_dir=shipped_ckpt_dir(CONFIG)))
     folders = []
     for seed in (0, 1):
@@ -253,7 +257,10 @@ def test_checkpoint_folder_placeholder_must_be_seed_and_the_seed_known(
     assert cli_main(["fit", "-c", str(unknown), "--seed_everything", "3"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("error: ModelCheckpoint dirpath ")
-    assert err.endswith("ckpt/{foo}-{seed}: unknown placeholder {foo} (known: {seed})")
+    assert err.endswith(
+        "ckpt/{foo}-{seed}: unknown placeholder {foo} "
+        "(known: {seed}, and {name}, which the CLI fills from the logger's name)"
+    )
     unseeded = small_config(tmp_path, real_path, ckpt_dir="ckpt/seed{seed}")
     assert cli_main(["fit", "-c", str(unseeded), "--seed_everything", "false"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]

@@ -17,7 +17,7 @@ from imaginebench.callbacks.evaluation import wilson_interval
 from imaginebench.config import load_config_file
 from imaginebench.datamodules import RealImaginaryDataModule
 from imaginebench.modules.offline import DiscreteCQL
-from imaginebench.train_cli import run
+from imaginebench.train_cli import complete_run_config, resolve_config, run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(  # the offline RL configs of every domain (not grounding / imagination)
@@ -194,8 +194,17 @@ def test_shipped_configs_parse(config):
     assert out.returncode == 0, out.stderr[-2000:]
     printed = yaml.safe_load(out.stdout)
     assert printed["model"]["class_path"].startswith("imaginebench.modules.offline.")
-    # load_config_file (tests, benchmarks) resolves the configs/parts/ include as the CLI does
-    _assert_within(load_config_file(config), printed)
+    # load_config_file (tests, benchmarks) resolves the configs/parts/ includes as the CLI does
+    given = load_config_file(config)
+    _assert_within(given, printed)
+    # the run's config (what it records and the benchmark hashes) has the shared callbacks'
+    # placeholders filled: the config's own folder and its one evaluation/checkpoint cadence
+    resolved = resolve_config(["-c", str(config)])
+    evaluation, checkpoint = (c["init_args"] for c in resolved["trainer"]["callbacks"])
+    every = given["every_n_steps"]
+    assert evaluation["every_n_steps"] == checkpoint["every_n_train_steps"] == every > 0
+    assert checkpoint["dirpath"] == f"runs/{config.stem}/seed{{seed}}/checkpoints"
+    assert "every_n_steps" not in resolved
 
 
 def _assert_within(given: Any, printed: Any, where: str = "") -> None:
@@ -209,6 +218,158 @@ def _assert_within(given: Any, printed: Any, where: str = "") -> None:
             _assert_within(value, resolved, f"{where}[{n}]")
     else:
         assert given == printed, where
+
+
+def _printed(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """What ``fit ARGS --print_config`` prints, as a dict."""
+    with pytest.raises(SystemExit):
+        run(["fit", *args, "--print_config"])
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_load_config_file_reads_includes_as_the_cli_does(tmp_path, capsys):
+    """The jsonargparse behaviour the shipped configs rely on, and load_config_file with it:
+    nested includes arrive, a dotted key sets one value, a plain key replaces the whole
+    included group."""
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    trainer = {
+        "accelerator": "cpu",
+        "log_every_n_steps": 7,
+        "logger": {
+            "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+            "init_args": {"save_dir": "runs"},
+        },
+    }
+    (parts / "trainer.yaml").write_text(yaml.safe_dump({"trainer": trainer}))
+    (parts / "domain.yaml").write_text(
+        "config: trainer.yaml\n"
+        + yaml.safe_dump(
+            {
+                "trainer.callbacks": [
+                    {"class_path": "lightning.pytorch.callbacks.ModelCheckpoint"}
+                ],
+                "data": {
+                    "class_path": "imaginebench.datamodules.RealImaginaryDataModule",
+                    "init_args": {"domain": "clevr", "batch_size": 16},
+                },
+            }
+        )
+    )
+    model = {"class_path": "imaginebench.modules.offline.DiscreteBC"}
+    run_file, replacing = tmp_path / "run.yaml", tmp_path / "replacing.yaml"
+    run_file.write_text(
+        "config: parts/domain.yaml\n"
+        + yaml.safe_dump(
+            {
+                "trainer.max_steps": 6,
+                "trainer.logger.init_args.name": "mine",
+                "data.init_args.ratio": 0.25,
+                "model": model,
+            }
+        )
+    )
+    replacing.write_text(
+        "config: parts/domain.yaml\n"
+        + yaml.safe_dump({"trainer": {"max_steps": 6}, "model": model})
+    )
+    printed = _printed(["-c", str(run_file)], capsys)
+    _assert_within(load_config_file(run_file), printed)
+    assert printed["trainer"]["accelerator"] == "cpu" and printed["trainer"]["max_steps"] == 6
+    assert printed["trainer"]["logger"]["init_args"]["save_dir"] == "runs"
+    assert printed["trainer"]["logger"]["init_args"]["name"] == "mine"
+    assert printed["data"]["init_args"]["batch_size"] == 16
+    assert printed["data"]["init_args"]["ratio"] == 0.25
+    printed = _printed(["-c", str(replacing)], capsys)
+    _assert_within(load_config_file(replacing), printed)
+    assert load_config_file(replacing)["trainer"] == {"max_steps": 6}
+    assert printed["trainer"]["accelerator"] == "auto"  # Lightning's default: not merged
+    assert printed["trainer"]["callbacks"] is None
+
+
+def _callbacks_config(every: int | None, name: Any = "mine", **given: Any) -> Any:
+    """A parsed-looking config: a named TensorBoard logger, an evaluation and a checkpoint
+    callback with ``given`` init_args (cadences null and dirpath ``runs/{name}`` unless
+    given)."""
+    from jsonargparse import Namespace
+
+    logger = Namespace(
+        class_path="lightning.pytorch.loggers.TensorBoardLogger",
+        init_args=Namespace(save_dir="runs", name=name),
+    )
+    evaluation = Namespace(
+        class_path="imaginebench.callbacks.SuccessRateEvaluation",
+        init_args=Namespace(every_n_steps=given.get("every_n_steps")),
+    )
+    checkpoint = Namespace(
+        class_path="lightning.pytorch.callbacks.ModelCheckpoint",
+        init_args=Namespace(
+            dirpath=given.get("dirpath", "runs/{name}/seed{seed}"),
+            every_n_train_steps=given.get("every_n_train_steps"),
+        ),
+    )
+    trainer = Namespace(logger=logger, callbacks=[evaluation, checkpoint])
+    return Namespace(trainer=trainer, every_n_steps=every)
+
+
+def _filled(config: Any) -> tuple[Any, Any, str]:
+    complete_run_config(config)
+    evaluation, checkpoint = (c.init_args for c in config.trainer.callbacks)
+    return evaluation.every_n_steps, checkpoint.every_n_train_steps, checkpoint.dirpath
+
+
+def test_the_cli_fills_the_callbacks_run_name_and_cadence():
+    config = _callbacks_config(500)
+    assert _filled(config) == (500, 500, "runs/mine/seed{seed}")
+    assert "every_n_steps" not in config  # consumed: the recorded config holds the values
+    # a callback's own value wins; without every_n_steps, null stays null
+    own = _filled(_callbacks_config(500, every_n_train_steps=8))
+    assert own == (500, 8, "runs/mine/seed{seed}")
+    assert _filled(_callbacks_config(500, every_n_steps=0))[:2] == (0, 500)
+    assert _filled(_callbacks_config(None))[:2] == (None, None)
+    # a folder of its own needs no name; {name} without a named logger is refused
+    assert _filled(_callbacks_config(None, name="", dirpath="/tmp/c"))[2] == "/tmp/c"
+    for name in ("", None):
+        with pytest.raises(ValueError, match=r"runs/\{name\}/seed\{seed\}: \{name\} stands for"):
+            _filled(_callbacks_config(None, name=name))
+
+
+@pytest.mark.slow
+def test_a_shipped_config_builds_its_callbacks_from_the_shared_parts(tmp_path, monkeypatch):
+    """The instantiated callbacks of configs/cql_clevr.yaml: its own folder and cadence, as when
+    the config spelled them out."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from imaginebench.callbacks import SuccessRateEvaluation
+    from imaginebench.train_cli import ImagineBenchCLI
+
+    monkeypatch.chdir(tmp_path)
+    config = ROOT / "configs" / "cql_clevr.yaml"
+
+    def callbacks(*extra: str) -> tuple[Any, Any]:
+        cli = ImagineBenchCLI(
+            L.LightningModule,
+            L.LightningDataModule,
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            run=False,
+            args=["-c", str(config), "--seed_everything", "4", *extra],
+        )
+        evaluation = next(c for c in cli.trainer.callbacks if isinstance(c, SuccessRateEvaluation))
+        return evaluation, cli.trainer.checkpoint_callback
+
+    evaluation, checkpoint = callbacks()
+    assert isinstance(checkpoint, ModelCheckpoint)
+    assert checkpoint.dirpath == str(tmp_path / "runs" / "cql_clevr" / "seed4" / "checkpoints")
+    assert evaluation.every_n_steps == checkpoint._every_n_train_steps == 2000
+    evaluation, checkpoint = callbacks(
+        "--every_n_steps", "500", "--trainer.logger.init_args.name", "b"
+    )
+    assert checkpoint.dirpath == str(tmp_path / "runs" / "b" / "seed4" / "checkpoints")
+    assert evaluation.every_n_steps == checkpoint._every_n_train_steps == 500
+    with pytest.raises(SystemExit):  # a negative cadence is refused when parsing
+        callbacks("--every_n_steps", "-1")
 
 
 def _imaginary_from(real: Path, path: Path) -> tuple[Path, int, int]:

@@ -194,7 +194,8 @@ class SuccessRateEvaluation(L.Callback):
     returns ``val/<level>/success``.
 
     Args:
-        every_n_steps: evaluate after every this many training steps (0 disables).
+        every_n_steps: evaluate after every this many training steps (0 or ``None``: only on
+            ``validate`` / ``test``; the CLI fills a ``None`` from its ``every_n_steps``).
         episodes_per_level: episodes per level during training.
         levels: levels to evaluate (default: all four).
         seed: seed of the fixed evaluation set (the same for every algorithm and run).
@@ -213,7 +214,7 @@ class SuccessRateEvaluation(L.Callback):
 
     def __init__(
         self,
-        every_n_steps: int = 1000,
+        every_n_steps: int | None = 1000,
         episodes_per_level: int = 40,
         levels: Sequence[str] = LEVELS,
         seed: int = 0,
@@ -232,7 +233,7 @@ class SuccessRateEvaluation(L.Callback):
         self.video_episodes_per_level = video_episodes_per_level
         self.video_size = (int(video_size[0]), int(video_size[1]))
         self._renderer: RolloutRenderer | None = None
-        self.every_n_steps = every_n_steps
+        self.every_n_steps = every_n_steps or 0
         self.episodes_per_level = episodes_per_level
         self.levels = [check_level(level) for level in levels]
         self.seed = seed
@@ -240,7 +241,7 @@ class SuccessRateEvaluation(L.Callback):
         self.results_file = results_file
         self.test_after_fit = test_after_fit
         self._envs: dict[str, list] = {}
-        self._next_eval = every_n_steps
+        self._next_eval = self.every_n_steps
         self.last_results: list[LevelResult] = []
 
     def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
