@@ -167,16 +167,17 @@ def test_locked_door_scene_has_a_hinge_held_by_a_latch_until_unlocked():
     scene = Scene("locked-door-open")
     sim = scene.sim
     model, data = sim.model, sim.data
-    scene.reset(scene.default_rand_vec())
+    initial = scene.reset(scene.default_rand_vec())
+    for _ in range(30):  # the hand out of the door's way
+        scene.step(np.array([-1.0, -1.0, 1.0, 0.0]))
     hinge = model.joint("doorjoint")
     lock_adr = int(model.jnt_qposadr[model.body("lock_link").jntadr[0]])
     assert data.qpos[lock_adr] == pytest.approx(1.5708, abs=1e-3)  # starts locked
-    opening = np.zeros(model.nv)
-    opening[hinge.dofadr[0]] = -3.0  # pull the door open (negative angle)
 
-    def pull(steps=20):
+    def pull(steps=20, torque=3.0):  # pull the door open (negative angle)
         for _ in range(steps):
-            data.qfrc_applied[:] = opening
+            data.qfrc_applied[:] = 0.0
+            data.qfrc_applied[hinge.dofadr[0]] = -torque
             scene.step(np.zeros(4))
         data.qfrc_applied[:] = 0.0
         return float(data.qpos[hinge.qposadr[0]])
@@ -185,7 +186,12 @@ def test_locked_door_scene_has_a_hinge_held_by_a_latch_until_unlocked():
     qpos = data.qpos.copy()
     qpos[lock_adr] = 0.0  # unlock
     sim.set_state(qpos, data.qvel.copy())
+    unlocked = scene.state()
     assert pull() < -0.1  # the door swings open
+    # ... far enough for the open goal (door-lock's own panel stops at the safe's wall, 0.66 rad)
+    assert pull(60, torque=20.0) < -1.4
+    states = np.stack([initial, unlocked, scene.state()])
+    assert MetaWorldTask("locked-door-open").success(states)[-1]
     # door-unlock keeps the unmodified scene: it starts locked (the original's did not)
     unlock = Scene("door-unlock")
     unlock.reset(unlock.default_rand_vec())

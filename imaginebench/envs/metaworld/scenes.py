@@ -27,7 +27,7 @@ used: rewards and success are functions of the 91-d state (:mod:`.tasks`).
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import mujoco
@@ -121,6 +121,11 @@ DOOR_CLOSED = 0.01  # rad: the latch only engages on a closed door
 # handle of the opened door would lie beyond the hand's reach (y < 0.40).
 LOCKED_DOOR_LOW = (0.0, 0.85, 0.15)
 LOCKED_DOOR_HIGH = (0.1, 0.95, 0.15)
+# The door panel's collision box (half sizes): door-lock's (doorlockA.xml) reaches the hinge and
+# hits the safe's side wall at 0.62 rad, short of the ~1.4 rad the open goal needs; door-open's
+# hinged door (doorlockB.xml) has a narrower panel that swings past it.
+DOOR_LOCK_PANEL = (0.184, 0.01, 0.124)
+DOOR_OPEN_PANEL = (0.18, 0.01, 0.123)
 
 
 def _env_class(name: str) -> type:
@@ -154,6 +159,8 @@ def _locked_door_class() -> type:
             for geom in door.geoms:
                 if geom.meshname == "door_handle":
                     geom.name = "handle"
+                if geom.type == mujoco.mjtGeom.mjGEOM_BOX and geom.size[0] == DOOR_LOCK_PANEL[0]:
+                    geom.size = DOOR_OPEN_PANEL  # the panel's collision box: clear the safe's wall
             spec.add_equality(
                 name="latch",
                 type=mujoco.mjtEq.mjEQ_JOINT,
@@ -320,7 +327,7 @@ class Scene:
         self.sim.close()
 
 
-@lru_cache(maxsize=None)
+@cache
 def shared_scene(name: str) -> Scene:
     """A per-process scene used to sample initial states (never one an env is running)."""
     return Scene(name)
