@@ -2,7 +2,8 @@
 
 ``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
 ``info``, ``import-kalm`` and ``export-minari`` / ``import-minari`` manage datasets; ``render``
-draws an episode as a GIF or MP4.
+draws an episode as a GIF or MP4; ``benchmark -c FILE`` runs a grid of fits and ``report
+RUNS_DIR`` tabulates and plots it.
 """
 
 from __future__ import annotations
@@ -203,6 +204,70 @@ def _train_expert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark(args: argparse.Namespace) -> int:
+    import dataclasses
+    import shlex
+
+    from imaginebench.benchmark import load_spec, parse_shard, run_benchmark
+    from imaginebench.benchmark.execute import Interrupted
+
+    spec = load_spec(
+        args.config,
+        algorithms=args.algorithms,
+        seeds=args.seeds,
+        variants=args.variants,
+        levels=args.levels,
+        imaginary=args.imaginary,
+        ratio=args.ratio,
+        real_episodes=args.real_episodes,
+        out=args.out,
+    )
+    if args.oracle_episodes is not None:
+        oracle = dataclasses.replace(spec.oracle, episodes=args.oracle_episodes)
+        spec = dataclasses.replace(spec, oracle=oracle)
+    if args.set:
+        spec = dataclasses.replace(spec, overrides=[*spec.overrides, *args.set])
+    command = ["imaginebench", *args.argv]
+    try:
+        outcome = run_benchmark(
+            spec,
+            parse_shard(args.shard),
+            workers=args.workers,
+            threads=args.threads,
+            force=args.force,
+            dry_run=args.dry_run,
+            command=command,
+            progress=not args.quiet,
+        )
+    except Interrupted:
+        print("interrupted: rerun the same command to continue", file=sys.stderr)
+        return 130
+    if args.dry_run:
+        return 0
+    print(
+        f"{len(outcome.finished)} run(s) finished now, {len(outcome.skipped)} already finished, "
+        f"{len(outcome.failed)} failed, {len(outcome.busy)} held by another benchmark process; "
+        f"runs in {spec.out_dir} (tables and figures: imaginebench report "
+        f"{shlex.quote(str(spec.out_dir))})"
+    )
+    for name, log in outcome.failed.items():
+        print(f"failed: {name} (log: {log})", file=sys.stderr)
+    return 1 if outcome.failed else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from imaginebench.report import write_report
+
+    try:
+        written = write_report(args.runs_dir, args.out, reps=args.bootstrap_reps)
+    except ImportError as err:  # the report extra is missing
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imaginebench",
@@ -382,6 +447,75 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_relabel)
 
     p = sub.add_parser(
+        "benchmark",
+        help="run a grid of algorithms x data variants x seeds (each a normal fit with its own "
+        "folder); finished runs are skipped, interrupted ones resume (docs/benchmarking.md)",
+    )
+    p.add_argument("-c", "--config", required=True, help="benchmark file, configs/benchmark/*.yaml")
+    p.add_argument("--workers", type=int, default=1, help="runs at a time (default 1)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads shared by the workers (default: the usable cores), each run "
+        "getting threads // workers",
+    )
+    p.add_argument(
+        "--shard",
+        default="0/1",
+        help="run only shard i of n of the grid (i/n, from 0), e.g. a job array's "
+        "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list the runs and their state only")
+    p.add_argument("--force", action="store_true", help="rerun finished runs too")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--out", default=None, help="folder of the runs (default: the file's out)")
+    p.add_argument("--algorithms", nargs="+", default=None, help="replace the file's algorithms")
+    p.add_argument("--seeds", nargs="+", type=int, default=None, help="replace the file's seeds")
+    p.add_argument("--variants", nargs="+", default=None, help="real, imaginary, oracle")
+    p.add_argument("--levels", nargs="+", default=None, help="levels of the per-level variants")
+    p.add_argument(
+        "--imaginary",
+        default=None,
+        help="imaginary file of a level, {domain} and {level} filled in (default: the shipped "
+        "one), e.g. to compare freshly imagined data before shipping it",
+    )
+    p.add_argument(
+        "--ratio", type=float, default=None, help="share of every batch from the second stream"
+    )
+    p.add_argument(
+        "--real-episodes", type=int, default=None, help="episodes of real data every run shares"
+    )
+    p.add_argument(
+        "--oracle-episodes", type=int, default=None, help="expert episodes per oracle level"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=None,
+        metavar="ARG",
+        help="a fit argument added to every run, written with '=' (repeatable), e.g. "
+        "--set=--trainer.max_steps=500",
+    )
+    p.set_defaults(func=_benchmark)
+
+    p = sub.add_parser(
+        "report",
+        help="tables (Markdown, CSV), per-task success, Figures 5 and 6 and aggregate scores "
+        "(IQM, stratified bootstrap) of a benchmark folder (needs: pip install "
+        "'imaginebench[report]')",
+    )
+    p.add_argument("runs_dir", help="the benchmark's output folder (its out)")
+    p.add_argument("--out", default=None, help="where to write (default: RUNS_DIR/report)")
+    p.add_argument(
+        "--bootstrap-reps",
+        type=int,
+        default=10_000,
+        help="bootstrap resamples of the aggregate scores' confidence intervals (default 10000)",
+    )
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser(
         "manifest", help="write MANIFEST.json (checksums, provenance) for a directory of datasets"
     )
     p.add_argument("directory")
@@ -403,6 +537,7 @@ def _run_command(argv: list[str]) -> int:
 
         return imagine(argv[1:])
     args = build_parser().parse_args(argv)
+    args.argv = argv
     return int(args.func(args) or 0)
 
 

@@ -55,7 +55,6 @@ class ImagineBenchCLI(LightningCLI):
                 callback.dirpath = _fill_dirpath(str(callback.dirpath), given)
         return trainer
 
-
     def before_fit(self) -> None:
         """Refuse a fit that would train nothing (and still score and save an untrained model)."""
         for name in ("max_steps", "max_epochs"):
@@ -130,6 +129,45 @@ def run(args: list[str] | None = None) -> ImagineBenchCLI:
         )
     finally:
         end_process_group()
+
+
+class _ParseOnlyCLI(ImagineBenchCLI):
+    """Parses a config as ``fit`` would and instantiates nothing."""
+
+    def instantiate_classes(self) -> None:
+        pass
+
+
+def resolve_config(args: list[str]) -> dict[str, Any]:
+    """The config a ``fit`` with ``args`` (``-c FILE``, overrides; no subcommand) would run,
+    every default filled in, as ``config.yaml`` in its log folder records it; nothing is
+    instantiated (no data read, no model built). Invalid arguments raise ``ValueError``."""
+    import logging
+
+    import yaml
+
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to ..."
+    level = seed_log.level
+    seed_log.setLevel(logging.WARNING)
+    quiet_known_warnings()
+    try:
+        with warnings.catch_warnings():
+            # the args are given on purpose, whatever this process's own command line is
+            warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+            cli = _ParseOnlyCLI(
+                L.LightningModule,
+                L.LightningDataModule,
+                subclass_mode_model=True,
+                subclass_mode_data=True,
+                run=False,
+                args=args,
+                parser_kwargs={"exit_on_error": False},
+            )
+    except Exception as err:  # jsonargparse reports bad arguments as ArgumentError
+        raise ValueError(f"invalid fit arguments {' '.join(args)}: {err}") from err
+    finally:
+        seed_log.setLevel(level)
+    return yaml.safe_load(cli.parser.dump(cli.config, skip_link_targets=False))
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Success rate per task level, measured in the simulators.
+"""Success rate per task level (and per task), measured in the simulators.
 
 Every algorithm and run is scored on the same fixed evaluation set: the task suite's seeded
 episodes (task, instruction, initial state) per level. All episodes of a level run side by side:
@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
@@ -37,6 +39,10 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
 
 @dataclass
 class LevelResult:
+    """One level's score. ``tasks`` breaks it down per task of the level's suite, in the order
+    the tasks first occur: ``{"task": spec, "name": its first training wording, "episodes",
+    "successes"}`` (the counts sum to the level's)."""
+
     level: str
     episodes: int
     successes: int
@@ -44,6 +50,48 @@ class LevelResult:
     ci95: tuple[float, float]
     mean_return: float
     mean_length: float
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ExpertPolicy:
+    """A domain's expert (``act(env)``, :mod:`imaginebench.experts`) as a policy that
+    :func:`evaluate_level` runs on the fixed evaluation set: it reads each live env instead of
+    the batched states, with one expert per env (experts may remember their episode).
+
+    Args:
+        make_expert: builds one expert, e.g. ``lambda: make_expert("clevr", seed=0)``.
+    """
+
+    def __init__(self, make_expert: Callable[[], Any]) -> None:
+        self.make_expert = make_expert
+        self._experts: dict[int, Any] = {}
+
+    def act_in(self, envs: Sequence[Any]) -> list[Any]:
+        """The next action of each env's expert in ``envs``."""
+        for env in envs:
+            if id(env) not in self._experts:
+                self._experts[id(env)] = self.make_expert()
+        return [self._experts[id(env)].act(env) for env in envs]
+
+
+def per_task(plans: Sequence[Any], success: np.ndarray) -> list[dict[str, Any]]:
+    """Episodes and successes per task of ``plans`` (the evaluated episodes' specs), in the
+    order the tasks first occur."""
+    counts: dict[str, dict[str, Any]] = {}
+    for plan, solved in zip(plans, success):
+        spec = plan.task.spec()
+        entry = counts.setdefault(
+            spec,
+            {
+                "task": spec,
+                "name": plan.task.instructions("train")[0],
+                "episodes": 0,
+                "successes": 0,
+            },
+        )
+        entry["episodes"] += 1
+        entry["successes"] += int(solved)
+    return list(counts.values())
 
 
 def evaluate_level(
@@ -55,10 +103,12 @@ def evaluate_level(
     envs: list | None = None,
     max_episode_steps: int | None = None,
 ) -> LevelResult:
-    """Run ``episodes`` fixed episodes of ``level`` with ``policy.act(states, instructions)``.
+    """Run ``episodes`` fixed episodes of ``level`` with ``policy.act(states, instructions)``
+    (or, for an :class:`ExpertPolicy`, its ``act_in(envs)``).
 
-    Success is counted once per episode (at termination or at the time limit).
-    ``max_episode_steps`` overrides the environment's time limit.
+    Success is counted once per episode (at termination or at the time limit), overall and per
+    task (:attr:`LevelResult.tasks`). ``max_episode_steps`` overrides the environment's time
+    limit.
     """
     check_level(level)
     envs = envs if envs is not None else []
@@ -79,7 +129,10 @@ def evaluate_level(
     instructions = [p.instruction for p in plans]
     while active.any():
         idx = np.flatnonzero(active)
-        actions = np.asarray(policy.act(states_arr[idx], [instructions[i] for i in idx]))
+        if isinstance(policy, ExpertPolicy):
+            actions = policy.act_in([envs[i] for i in idx])
+        else:
+            actions = np.asarray(policy.act(states_arr[idx], [instructions[i] for i in idx]))
         for i, action in zip(idx, actions):
             state, reward, terminated, truncated, info = envs[i].step(action)
             states_arr[i] = state
@@ -97,6 +150,7 @@ def evaluate_level(
         wilson_interval(k, episodes),
         float(returns.mean()),
         float(lengths.mean()),
+        per_task(plans, success),
     )
 
 
@@ -188,6 +242,14 @@ class SuccessRateEvaluation(L.Callback):
         self._envs: dict[str, list] = {}
         self._next_eval = every_n_steps
         self.last_results: list[LevelResult] = []
+
+    def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
+        """Turn off TensorBoard loggers' placeholder ``hp_metric`` record: the HParams tab keeps
+        a run's first hyperparameter record, and this callback writes the one that matters, with
+        the final success per level (:func:`log_final_scores`)."""
+        for logger in trainer.loggers:
+            if isinstance(logger, TensorBoardLogger):
+                logger._default_hp_metric = False
 
     def run(
         self, trainer: L.Trainer, module: Any, episodes: int, video_prefix: str | None = None
@@ -296,7 +358,7 @@ class SuccessRateEvaluation(L.Callback):
     # -- final score ------------------------------------------------------------------------------
     def on_test_epoch_end(self, trainer: L.Trainer, module: Any) -> None:
         log_dir = trainer.log_dir  # a collective under DDP: every rank asks
-        results = _on_every_rank(trainer, self._final(trainer, module, log_dir, to_loggers=False))
+        results = _on_every_rank(trainer, self._final(trainer, module, log_dir, in_loop=True))
         _return_from_loop(trainer, module, level_metrics(results, "test"))
 
     def on_fit_end(self, trainer: L.Trainer, module: Any) -> None:
@@ -306,13 +368,17 @@ class SuccessRateEvaluation(L.Callback):
 
     @rank_zero_only
     def _final(
-        self, trainer: L.Trainer, module: Any, log_dir: str | None, to_loggers: bool = True
+        self, trainer: L.Trainer, module: Any, log_dir: str | None, in_loop: bool = False
     ) -> list[LevelResult]:
-        """Score every level with ``test_episodes_per_level`` episodes, log the metrics, write
-        ``results.json`` (into ``log_dir``, else ``trainer.default_root_dir``) and print the
-        table and the file's absolute path."""
+        """Score every level with ``test_episodes_per_level`` episodes, log the metrics with
+        the run's hyperparameters (:func:`log_final_scores`; ``in_loop``: inside ``test``, whose
+        loop writes the metrics themselves), write ``results.json`` (into ``log_dir``, else
+        ``trainer.default_root_dir``) and print the table and the file's absolute path."""
         episodes = self.test_episodes_per_level
-        results = self._run_and_log(trainer, module, episodes, "test", True, to_loggers)
+        results = self._run_and_log(trainer, module, episodes, "test", True, to_loggers=False)
+        log_final_scores(
+            trainer, module, level_metrics(results, "test"), trained_steps(trainer), in_loop
+        )
         path = Path(self.results_file)
         if not path.is_absolute():
             path = Path(log_dir or trainer.default_root_dir) / path
@@ -333,6 +399,33 @@ class SuccessRateEvaluation(L.Callback):
         self._print_table(trainer, module, results)
         print(f"results written to {path}")
         return results
+
+
+def run_hparams(trainer: L.Trainer, module: Any) -> dict[str, Any]:
+    """What tells runs apart in TensorBoard's HParams tab: the algorithm, the model's and the
+    data module's hyperparameters (nested; loggers flatten them to ``model/lr``, ...)."""
+    datamodule = getattr(trainer, "datamodule", None)
+    data = dict(getattr(datamodule, "hparams", {})) or _data_config(trainer)
+    return {"algorithm": type(module).__name__, "model": dict(module.hparams), "data": data}
+
+
+def log_final_scores(
+    trainer: L.Trainer, module: Any, metrics: dict[str, float], step: int, in_loop: bool
+) -> None:
+    """Write the final scores to the loggers at ``step``. TensorBoard loggers get them with the
+    run's hyperparameters (``log_hyperparams(params, metrics)``): the success per level and
+    ``test/mean_success`` become the run's metrics in the HParams tab, so runs compare there
+    (that call also writes them as scalars). ``in_loop``: the ``test`` loop writes the metrics
+    as scalars itself, so only the HParams record is added (with its copy of the success
+    scalars, the same values at the same step)."""
+    headline = {k: v for k, v in metrics.items() if k.endswith("success")}
+    for logger in trainer.loggers:
+        scalars = metrics
+        if isinstance(logger, TensorBoardLogger):
+            logger.log_hyperparams(run_hparams(trainer, module), headline, step=step)
+            scalars = {k: v for k, v in metrics.items() if k not in headline}
+        if not in_loop:
+            logger.log_metrics(scalars, step=step)
 
 
 def _on_every_rank(trainer: L.Trainer, results: list[LevelResult] | None) -> list[LevelResult]:

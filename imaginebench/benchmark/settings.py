@@ -1,0 +1,147 @@
+"""A run's settings: the ``fit`` arguments of a grid cell, the config they resolve to, and the
+hash that recognises a finished run."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from imaginebench.benchmark.grid import Run
+from imaginebench.benchmark.spec import BenchmarkSpec, OracleData
+from imaginebench.config import load_config_file
+from imaginebench.data.collect import CollectConfig
+from imaginebench.data.shipped import file_sha256, resolve_data_path
+from imaginebench.datamodules.sources import default_cache_dir
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run trains with. ``args``: the ``fit`` arguments without the run's folders
+    (``-c CONFIG``, seeds, data, overrides); ``config``: what they resolve to; ``hash``: of the
+    config and the contents of the data files named by path (:func:`config_hash`);
+    ``oracle``: the oracle file to collect before the fit (``None`` for other variants)."""
+
+    args: list[str]
+    config: dict[str, Any]
+    hash: str
+    oracle: Path | None = None
+
+
+def oracle_path(domain: str, level: str, oracle: OracleData) -> Path:
+    """Where the expert rollouts of ``level`` are collected (the cache, named after their
+    collection settings)."""
+    return default_cache_dir() / oracle_collect(level, oracle).filename(domain)
+
+
+def oracle_collect(level: str, oracle: OracleData) -> CollectConfig:
+    return CollectConfig(
+        episodes=oracle.episodes,
+        seed=oracle.seed,
+        level=level,
+        epsilon=oracle.epsilon,
+        paraphrases=oracle.paraphrases,
+    )
+
+
+@cache
+def has_sampling_seed(config: Path) -> bool:
+    """Whether the config's module draws training noise from its own seeded stream
+    (a ``sampling_seed`` argument)."""
+    module, name = load_config_file(config)["model"]["class_path"].rsplit(".", 1)
+    cls = getattr(importlib.import_module(module), name)
+    return any(
+        "sampling_seed" in inspect.signature(klass.__init__).parameters
+        for klass in cls.__mro__
+        if "__init__" in vars(klass)
+    )
+
+
+def fit_arguments(spec: BenchmarkSpec, run: Run) -> tuple[list[str], Path | None]:
+    """The ``fit`` arguments of ``run`` (without its folders) and its oracle file, if any.
+
+    The seed sets ``seed_everything``, the data module's sampling seed and the module's
+    ``sampling_seed`` (if it has one); the second stream is empty (``real``), the level's
+    imaginary file or the level's oracle file."""
+    config = spec.config_path(run.algorithm)
+    seed = run.seed
+    args = ["-c", str(config), f"--seed_everything={seed}", f"--data.init_args.seed={seed}"]
+    if has_sampling_seed(config):
+        args.append(f"--model.init_args.sampling_seed={seed}")
+    if spec.real_episodes is not None:
+        args.append(f"--data.init_args.collect.episodes={spec.real_episodes}")
+    oracle = None
+    if run.variant == "real":
+        second: list[str] = []
+    elif run.variant == "imaginary":
+        second = [spec.imaginary_file(run.level)]
+    else:
+        oracle = oracle_path(spec.domain, run.level, spec.oracle)
+        second = [str(oracle)]
+    args.append(f"--data.init_args.imaginary={json.dumps(second)}")
+    if second and spec.ratio is not None:
+        args.append(f"--data.init_args.ratio={spec.ratio}")
+    return args + list(spec.overrides), oracle
+
+
+def run_settings(spec: BenchmarkSpec, run: Run) -> RunSettings:
+    """``run``'s arguments, resolved config and hash (a clear error for arguments the fit
+    would refuse, a missing imaginary file or a config the runner cannot place in its
+    folder)."""
+    from imaginebench.train_cli import resolve_config
+
+    args, oracle = fit_arguments(spec, run)
+    config = resolve_config(args)
+    check_placeable(config, spec.config_path(run.algorithm))
+    data = config["data"]["init_args"]
+    named = [f for f in data.get("imaginary") or [] if oracle is None or f != str(oracle)]
+    if data.get("real"):
+        named.append(data["real"])
+    return RunSettings(args, config, config_hash(config, named), oracle)
+
+
+def check_placeable(config: dict[str, Any], path: Path) -> None:
+    """The runner gives each run its own folders through the config's logger
+    (``save_dir``/``name``/``version``) and its last callback, a ``ModelCheckpoint``
+    (``dirpath``), and reads ``results.json`` written by ``SuccessRateEvaluation`` with
+    ``test_after_fit``: refuse a config without them."""
+    trainer = config.get("trainer") or {}
+    logger = trainer.get("logger")
+    if not isinstance(logger, dict) or "save_dir" not in (logger.get("init_args") or {}):
+        raise ValueError(f"{path}: the benchmark needs a logger with a save_dir (TensorBoard)")
+    callbacks = trainer.get("callbacks") or []
+    if not callbacks or not callbacks[-1]["class_path"].endswith("ModelCheckpoint"):
+        raise ValueError(f"{path}: the benchmark needs a ModelCheckpoint as the last callback")
+    evaluation = [c for c in callbacks if c["class_path"].endswith("SuccessRateEvaluation")]
+    if not evaluation or not evaluation[0]["init_args"].get("test_after_fit"):
+        raise ValueError(
+            f"{path}: the benchmark needs a SuccessRateEvaluation callback with "
+            "test_after_fit: true (it writes the run's results.json)"
+        )
+
+
+def config_hash(config: dict[str, Any], data_files: list[str]) -> str:
+    """A short hash of a resolved config and the contents of ``data_files`` (``shipped:`` or
+    paths; an error naming a missing one): a changed setting or file changes it, the same
+    ones give the same hash. Collected files (real data from ``collect``, oracle data) are
+    named after their collection settings, which the config holds."""
+    contents = {}
+    for name in sorted(set(data_files)):
+        path = resolve_data_path(name)
+        if not path.is_file():
+            raise FileNotFoundError(f"{name}: data file does not exist")
+        stat = path.stat()
+        contents[name] = _file_digest(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    text = json.dumps({"config": config, "files": contents}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@cache
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    """sha256 of a file, computed once per path, modification time and size."""
+    return file_sha256(path)

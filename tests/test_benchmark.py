@@ -1,0 +1,284 @@
+"""The benchmark runner: the grid, its shards, the settings hash that recognises a finished run,
+run states, and tiny grids run end to end through the CLI (skip, rerun, kill and resume)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from imaginebench.benchmark import BenchmarkSpec, Run, expand_grid, load_spec, parse_shard, shard
+from imaginebench.benchmark.runs import RunState, run_state
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spec(**fields) -> BenchmarkSpec:
+    base = {
+        "domain": "clevr",
+        "algorithms": ["bc", "cql"],
+        "seeds": [0, 1],
+        "base_dir": str(ROOT / "configs" / "benchmark"),
+    }
+    return BenchmarkSpec(**{**base, **fields})
+
+
+def test_grid_expands_algorithms_variants_levels_and_seeds():
+    spec = _spec(variants=["real", "imaginary", "oracle"], levels=["easy", "hard"])
+    runs = expand_grid(spec)
+    # 2 references + 2 algorithms x (real + 2 imaginary levels + 2 oracle levels) x 2 seeds
+    assert len(runs) == 2 + 2 * 5 * 2
+    assert runs[:2] == [Run("reference", "random", None, 0), Run("reference", "expert", None, 0)]
+    assert len({r.name for r in runs}) == len(runs)  # every run has its own folder
+    assert Run("cql", "oracle", "hard", 1) in runs
+    assert not any(r.variant == "real" and r.level is not None for r in runs)
+    assert Run("bc", "imaginary", "easy", 0).name == "bc/imaginary-easy/seed0"
+
+
+def test_shards_partition_the_grid_exactly():
+    runs = expand_grid(_spec(seeds=[0, 1, 2]))
+    for count in (1, 2, 3, 7, len(runs) + 3):
+        parts = [shard(runs, i, count) for i in range(count)]
+        flat = [r for part in parts for r in part]
+        assert sorted(flat, key=runs.index) == runs  # every run once, none twice
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1  # balanced
+    assert parse_shard("2/4") == (2, 4)
+    for bad in ("4/4", "1", "-1/2", "a/b", "0/0"):
+        with pytest.raises(ValueError, match="--shard"):
+            parse_shard(bad)
+
+
+def test_benchmark_files_are_checked(tmp_path):
+    spec = load_spec(ROOT / "configs" / "benchmark" / "clevr.yaml", seeds=[5])
+    assert spec.seeds == [5] and spec.algorithms[:2] == ["bc", "cql"]
+    assert spec.config_path("cql") == (ROOT / "configs" / "cql_clevr.yaml").resolve()
+    with pytest.raises(FileNotFoundError, match="no training config for algorithm 'awr'"):
+        spec.config_path("awr")
+    for fields, message in (
+        ({"variants": ["real", "dreamed"]}, "unknown 'dreamed'"),
+        ({"levels": ["train"]}, "unknown 'train'"),
+        ({"algorithms": "bc"}, "algorithms must be a list of str"),
+        ({"seeds": [0, 0]}, "repeats"),
+        ({"colour": "red"}, "unknown key"),
+        ({"ratio": 2.0}, "ratio must be in"),
+        ({"domain": "atari"}, "unknown domain"),
+    ):
+        path = tmp_path / "bad.yaml"
+        path.write_text(
+            yaml.safe_dump({"domain": "clevr", "algorithms": ["bc"], "seeds": [0], **fields})
+        )
+        with pytest.raises(ValueError, match=message):
+            load_spec(path)
+    with pytest.raises(FileNotFoundError, match="no such benchmark file"):
+        load_spec(tmp_path / "missing.yaml")
+
+
+@pytest.mark.slow  # resolves training configs in-process (imports Lightning and the models)
+def test_settings_hash_changes_with_a_setting_and_only_then(tmp_path):
+    from imaginebench.benchmark.settings import run_settings
+
+    spec = _spec(variants=["real", "imaginary"], levels=["easy"])
+    run = Run("bc", "real", None, 0)
+    first = run_settings(spec, run)
+    assert run_settings(spec, run).hash == first.hash  # the same settings: the same hash
+    moved = _spec(variants=["real", "imaginary"], levels=["easy"], out=str(tmp_path / "elsewhere"))
+    assert run_settings(moved, run).hash == first.hash  # where the runs go is no setting
+    changed = {
+        run_settings(_spec(overrides=["--trainer.max_steps=7"]), run).hash,
+        run_settings(_spec(real_episodes=50), run).hash,
+        run_settings(spec, Run("bc", "real", None, 1)).hash,  # the seed
+        run_settings(spec, Run("cql", "real", None, 0)).hash,  # the algorithm
+        run_settings(spec, Run("bc", "imaginary", "easy", 0)).hash,  # the data
+        run_settings(_spec(ratio=0.25), Run("bc", "imaginary", "easy", 0)).hash,
+    }
+    assert first.hash not in changed and len(changed) == 6
+    assert (
+        "--trainer.max_steps=7"
+        in run_settings(_spec(overrides=["--trainer.max_steps=7"]), run).args
+    )
+    # a named data file is hashed by content: a regenerated file makes its runs new
+    imaginary = tmp_path / "imag_easy.h5"
+    shipped = ROOT / "imaginebench" / "datasets" / "clevr" / "imaginary_easy.h5"
+    imaginary.write_bytes(shipped.read_bytes())
+    own = _spec(imaginary=str(tmp_path / "imag_{level}.h5"))
+    before = run_settings(own, Run("bc", "imaginary", "easy", 0)).hash
+    assert before == run_settings(own, Run("bc", "imaginary", "easy", 0)).hash
+    imaginary.write_bytes(shipped.read_bytes() + b"\0")
+    assert run_settings(own, Run("bc", "imaginary", "easy", 0)).hash != before
+    imaginary.unlink()
+    with pytest.raises(FileNotFoundError, match="imag_easy.h5: data file does not exist"):
+        run_settings(own, Run("bc", "imaginary", "easy", 0))
+    with pytest.raises(ValueError, match="invalid fit arguments"):
+        run_settings(_spec(overrides=["--trainer.max_stepz=7"]), run)
+
+
+def test_run_state_finished_resume_or_start(tmp_path):
+    run = tmp_path / "run"
+    assert run_state(run, "h1") is RunState.START  # never started
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"hash": "h1"}))
+    assert run_state(run, "h1") is RunState.START  # interrupted before any checkpoint
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    assert run_state(run, "h1") is RunState.RESUME  # interrupted after one
+    assert run_state(run, "h2") is RunState.START  # but with other settings: start over
+    (run / "done.json").write_text(json.dumps({"hash": "h1"}))
+    assert run_state(run, "h1") is RunState.START  # marked done, results missing
+    (run / "results.json").write_text("{}")
+    assert run_state(run, "h1") is RunState.FINISHED
+    assert run_state(run, "h2") is RunState.START  # finished with other settings
+    (run / "done.json").write_text("{not json")
+    assert run_state(run, "h1") is RunState.RESUME  # a corrupt marker is no marker
+
+
+# -- end to end through the CLI ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_benchmark(tmp_path_factory) -> Path:
+    """A folder with tiny BC / CQL configs on 12 collected CLEVR episodes (hidden layer 16,
+    3 evaluation episodes per level, a checkpoint every 8 updates) and ``bench.yaml``: BC on
+    real and real + imaginary easy, seed 0, no references."""
+    from imaginebench.config import load_config_file
+    from imaginebench.data.collect import collect
+    from imaginebench.data.format import save_dataset
+
+    folder = tmp_path_factory.mktemp("bench")
+    dataset, _ = collect("clevr", "train", 12, seed=0, epsilon=0.2, progress=False)
+    save_dataset(dataset, folder / "real.h5")
+    for algorithm in ("bc", "cql"):
+        config = load_config_file(ROOT / "configs" / f"{algorithm}_clevr.yaml")
+        config["trainer"]["max_steps"] = 16
+        for callback in config["trainer"]["callbacks"]:
+            args = callback["init_args"]
+            if callback["class_path"].endswith("SuccessRateEvaluation"):
+                args.update(every_n_steps=0, test_episodes_per_level=3)
+            else:
+                args.update(every_n_train_steps=8)
+        data = config["data"]["init_args"]
+        data.update(real=str(folder / "real.h5"), batch_size=16)
+        config["model"]["init_args"]["hidden"] = [16]
+        (folder / f"{algorithm}_clevr.yaml").write_text(yaml.safe_dump(config))
+    bench = {
+        "domain": "clevr",
+        "algorithms": ["bc"],
+        "seeds": [0],
+        "variants": ["real", "imaginary"],
+        "levels": ["easy"],
+        "references": [],
+        "config": "{algorithm}_{domain}.yaml",
+        "out": str(folder / "out"),
+    }
+    (folder / "bench.yaml").write_text(yaml.safe_dump(bench))
+    return folder
+
+
+def _benchmark(folder: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "imaginebench.cli", "benchmark", "-c", "bench.yaml"]
+    return subprocess.run(
+        [*command, "--quiet", *args],
+        check=False,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+def test_two_run_grid_end_to_end_skips_finished_and_reruns_interrupted(tiny_benchmark):
+    out = tiny_benchmark / "out"
+    first = _benchmark(tiny_benchmark, "--workers", "2")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "0 finished (skipped), 0 to resume, 2 to start" in first.stdout
+    real, imaginary = out / "runs/bc/real/seed0", out / "runs/bc/imaginary-easy/seed0"
+    for run in (real, imaginary):
+        results = json.loads((run / "results.json").read_text())
+        assert results["global_step"] == 16 and set(results["levels"]) == {
+            "train",
+            "rephrase",
+            "easy",
+            "hard",
+        }
+        assert json.loads((run / "done.json").read_text())["hash"]
+    used = json.loads((imaginary / "results.json").read_text())["data_used"]["imaginary"]
+    assert used[0]["file"].endswith("imaginary_easy.h5") and used[0]["found"]
+    assert json.loads((real / "results.json").read_text())["data_used"]["imaginary"] == []
+    stamps = {run: (run / "results.json").stat().st_mtime_ns for run in (real, imaginary)}
+
+    again = _benchmark(tiny_benchmark)
+    assert "2 finished (skipped), 0 to resume, 0 to start" in again.stdout, again.stdout
+    assert {run: (run / "results.json").stat().st_mtime_ns for run in stamps} == stamps
+
+    # the real run as if killed before its completion marker and before any checkpoint
+    (real / "done.json").unlink()
+    for checkpoint in (real / "checkpoints").iterdir():
+        checkpoint.unlink()
+    rerun = _benchmark(tiny_benchmark)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "1 finished (skipped), 0 to resume, 1 to start" in rerun.stdout
+    assert (real / "done.json").is_file()
+    assert (real / "results.json").stat().st_mtime_ns != stamps[real]  # run again
+    assert (imaginary / "results.json").stat().st_mtime_ns == stamps[imaginary]  # skipped
+
+    report = subprocess.run(
+        [sys.executable, "-m", "imaginebench.cli", "report", str(out), "--bootstrap-reps", "200"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr
+    table = (out / "report" / "results.md").read_text()
+    assert "| DiscreteBC | real |" in table and "| DiscreteBC | real + imaginary |" in table
+
+
+@pytest.mark.slow
+def test_a_killed_benchmark_takes_its_runs_along_and_resumes_them(tiny_benchmark, tmp_path):
+    bench = yaml.safe_load((tiny_benchmark / "bench.yaml").read_text())
+    bench.update(variants=["real"], seeds=[3], out=str(tmp_path / "out"))
+    # a checkpoint every 8 updates: the kill comes right after the first, 192 updates before the end
+    bench["overrides"] = ["--trainer.max_steps=200"]
+    (tiny_benchmark / "bench.yaml").write_text(yaml.safe_dump(bench))
+    run = tmp_path / "out" / "runs" / "bc" / "real" / "seed3"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "imaginebench.cli", "benchmark", "-c", "bench.yaml", "--quiet"]
+    parent = subprocess.Popen(command, cwd=tiny_benchmark, env=env, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while not list((run / "checkpoints").glob("last*.ckpt")):
+            assert parent.poll() is None and time.time() < deadline, "no checkpoint appeared"
+            time.sleep(0.1)
+        child = json.loads((run / "run.json").read_text())["attempts"][-1]["pid"]
+        parent.kill()  # SIGKILL: no chance to stop its runs itself
+        parent.wait()
+        deadline = time.time() + 60
+        while _alive(child):  # the run's process follows its benchmark process
+            assert time.time() < deadline, "the run outlived its benchmark process"
+            time.sleep(0.5)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert not (run / "done.json").exists()
+    resumed = _benchmark(tiny_benchmark)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "0 finished (skipped), 1 to resume, 0 to start" in resumed.stdout
+    done = json.loads((run / "done.json").read_text())
+    assert done["attempts"] == 2
+    assert "Restored all states from the checkpoint" in (run / "log.txt").read_text()
+    assert json.loads((run / "results.json").read_text())["global_step"] == 200
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie has exited
+        return f.read().split(") ")[1][0] != "Z"

@@ -1,0 +1,106 @@
+"""What the evaluation records beyond the per-level score: success per task, the expert scored
+on the evaluation set, and the final scores with the run's hyperparameters in TensorBoard's
+HParams tab."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import lightning as L
+import pytest
+
+from imaginebench.benchmark.references import RandomPolicy
+from imaginebench.callbacks import SuccessRateEvaluation
+from imaginebench.callbacks.evaluation import ExpertPolicy, evaluate_level
+from imaginebench.envs import make
+from imaginebench.experts import make_expert
+
+
+def test_success_is_recorded_per_task():
+    env = make("clevr", "easy").unwrapped
+    result = evaluate_level(RandomPolicy(env.action_space, seed=0), "clevr", "easy", 40, seed=0)
+    plans = env.suite.episodes("easy", 40, 0)
+    expected = Counter(plan.task.spec() for plan in plans)
+    assert {t["task"]: t["episodes"] for t in result.tasks} == dict(expected)
+    assert sum(t["successes"] for t in result.tasks) == result.successes
+    assert 0 < result.successes < 40  # some solved, some not: the split is informative
+    first = plans[0].task
+    assert result.tasks[0]["task"] == first.spec()  # in the order tasks first occur
+    assert result.tasks[0]["name"] == first.instructions("train")[0]
+
+
+def test_the_expert_is_scored_on_the_evaluation_set():
+    made = []
+
+    def expert():
+        made.append(make_expert("babyai", seed=0))
+        return made[-1]
+
+    # the episodes run side by side; BabyAI's expert plans from the live env it is handed
+    result = evaluate_level(ExpertPolicy(expert), "babyai", "hard", 6, seed=0)
+    assert result.success == 1.0  # the expert solves every hard task (docs/results)
+    assert len(made) == 6  # one expert per episode: experts may remember their episode
+
+
+def _hparams_records(log_dir: Path) -> tuple[set[str], dict[str, object]]:
+    """The metric tags of the HParams experiment and the hyperparameters of the session that
+    TensorBoard reads from the run's event files."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    accumulator = EventAccumulator(str(log_dir))
+    accumulator.Reload()
+    content = accumulator.PluginTagToContent("hparams")
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"])
+    session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    metrics = {m.name.tag for m in experiment.experiment.metric_infos}
+    params = {}
+    for key, value in session.session_start_info.hparams.items():
+        kind = value.WhichOneof("kind")
+        params[key] = getattr(value, kind)
+    return metrics, params
+
+
+def test_final_scores_reach_the_hparams_tab_with_the_hyperparameters(tmp_path, one_thread):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from imaginebench.data.collect import collect
+    from imaginebench.data.format import save_dataset
+    from imaginebench.datamodules import RealImaginaryDataModule
+    from imaginebench.modules.offline import DiscreteBC
+
+    dataset, _ = collect("clevr", "train", 8, seed=0, epsilon=0.2, progress=False)
+    real = save_dataset(dataset, tmp_path / "real.h5")
+    dm = RealImaginaryDataModule(real=str(real), imaginary=[], batch_size=16)
+    model = DiscreteBC(hidden=[16], lr=0.002)
+    levels = ["easy", "hard"]
+    evaluation = SuccessRateEvaluation(
+        every_n_steps=0, test_episodes_per_level=2, levels=levels, test_after_fit=True
+    )
+    logger = TensorBoardLogger(str(tmp_path), name="tb", version="run")  # default_hp_metric on
+    trainer = L.Trainer(
+        max_steps=8,
+        accelerator="cpu",
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[evaluation],
+    )
+    trainer.fit(model, datamodule=dm)
+
+    metrics, params = _hparams_records(Path(logger.log_dir))
+    assert metrics == {"test/easy/success", "test/hard/success", "test/mean_success"}
+    assert params["algorithm"] == "DiscreteBC"
+    assert params["model/lr"] == pytest.approx(0.002)
+    assert params["data/batch_size"] == 16
+    saved = json.loads((Path(logger.log_dir) / "results.json").read_text())
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    scalars = EventAccumulator(logger.log_dir)
+    scalars.Reload()
+    last = scalars.Scalars("test/hard/success")[-1]
+    assert (last.step, last.value) == (8, pytest.approx(saved["levels"]["hard"]["success"]))
+    assert "hp_metric" not in scalars.Tags()["scalars"]  # Lightning's placeholder is off
