@@ -9,13 +9,16 @@ levels: ``--episodes`` episodes from the task suite's initial states (generator
 ``default_rng([seed, task index])``), the scripted expert with each ``--epsilons`` value
 (expert seed = ``--seed``), at most 100 steps. Reported per task: success, mean steps to
 success, and how often Meta-World's own ``info["success"]`` first fires at the same step as our
-state-only judge (single-stage tasks: Meta-World has no judge for the compositions). Then the
-speed of ``imaginebench collect``'s code path on the ``train`` level.
+state-only judge (single-stage tasks: Meta-World has no judge for the compositions); for
+locked-door-open, where the steps of the solved episodes at epsilon 0 go (reaching and turning
+the lever, hooking the handle, swinging the door). Then the speed of ``imaginebench collect``'s
+code path on the ``train`` level.
 
 ``--tasks`` re-runs only the named tasks: their rows in ``--out`` are replaced (the task index,
 hence the initial states, is the task's place in the full list) and the run is listed under
 "Partial re-runs". ``--max-steps`` lengthens the episodes (a diagnostic: the benchmark's episodes
-are 100 steps); such runs go to their own section, not the main table.
+are 100 steps); such runs go to their own section, not the main table. A full run rewrites
+``--out`` but keeps the sections named in ``KEPT_SECTIONS``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 
 from imaginebench.data.collect import collect
 from imaginebench.envs.metaworld.env import MAX_EPISODE_STEPS, MetaWorldEnv
+from imaginebench.envs.metaworld.layout import entity_pos
 from imaginebench.envs.metaworld.suite import (
     EASY_TASKS,
     HARD_TASKS,
@@ -40,13 +44,17 @@ from imaginebench.envs.metaworld.tasks import MetaWorldTask
 from imaginebench.experts import make_expert
 
 LEVELS = {"train": TRAIN_TASKS, "easy": EASY_TASKS, "hard": HARD_TASKS}
+# sections of --out a full run keeps (measured separately, each quoting its command); the
+# partial re-runs and longer-episode diagnostics are dropped with the table they amended
+KEPT_SECTIONS = ("`imaginebench collect`",)
+STAGES_SECTION = "locked-door-open: steps per stage"
 
 
 def run_task(env, task: MetaWorldTask, index: int, args, epsilon: float) -> dict:
     suite = MetaWorldTaskSuite()
     rng = np.random.default_rng([args.seed, index])
     expert = make_expert("metaworld", epsilon=epsilon, seed=args.seed)
-    lengths, agree, steps = [], [], 0
+    lengths, agree, steps, solved_runs = [], [], 0, []
     start = time.perf_counter()
     for _ in range(args.episodes):
         initial = suite.sample_initial_state(task, rng)
@@ -62,6 +70,8 @@ def run_task(env, task: MetaWorldTask, index: int, args, epsilon: float) -> dict
                 break
         lengths.append(ours)
         agree.append(ours == theirs)
+        if ours is not None:
+            solved_runs.append(np.stack(env.trajectory))
     seconds = time.perf_counter() - start
     solved = [n for n in lengths if n is not None]
     return {
@@ -69,7 +79,46 @@ def run_task(env, task: MetaWorldTask, index: int, args, epsilon: float) -> dict
         "length": float(np.mean(solved)) if solved else float("nan"),
         "agree": float(np.mean(agree)) if not task.two_stage else None,
         "steps_per_s": steps / seconds,
+        "solved_runs": solved_runs,
     }
+
+
+STAGE_EVENTS = ("the lever moves", "unlocked", "the door moves", "opened (success)")
+
+
+def locked_door_stages(task: MetaWorldTask, runs: list[np.ndarray]) -> list[str]:
+    """Where the steps of solved locked-door-open episodes go: the first step at which the
+    lock's lever has moved 1 cm, the task's stage 1 (unlocked), the handle has moved 1 cm (the
+    door opens) and the episode's success, from the states alone."""
+    lock, handle = entity_pos("lock"), entity_pos("handle")
+    events = []
+    for states in runs:
+        moved = np.linalg.norm(states[:, lock] - states[0, lock], axis=-1) > 0.01
+        opened = np.linalg.norm(states[:, handle] - states[0, handle], axis=-1) > 0.01
+        unlocked = task.stage(states) > 0
+        events.append([int(np.argmax(moved)), int(np.argmax(unlocked)), int(np.argmax(opened))])
+        events[-1].append(len(states) - 1)
+    steps = np.array(events, dtype=float)
+    intro = (
+        f"Solved episodes at ε = 0 ({len(runs)}): the first step at which "
+        f"{', '.join(STAGE_EVENTS)} (the lever and the handle: moved 1 cm from their initial "
+        "readings)."
+    )
+    lines = [
+        intro,
+        "",
+        "| event | mean step | min | max | steps since the previous event (mean) |",
+        "|---|---|---|---|---|",
+    ]
+    previous = np.zeros(len(runs))
+    for k, event in enumerate(STAGE_EVENTS):
+        column = steps[:, k]
+        lines.append(
+            f"| {event} | {column.mean():.1f} | {column.min():.0f} | {column.max():.0f} "
+            f"| {(column - previous).mean():.1f} |"
+        )
+        previous = column
+    return lines
 
 
 def table_row(level: str, name: str, results: list[dict]) -> str:
@@ -141,6 +190,7 @@ def main() -> None:
         parser.error(f"unknown tasks {unknown}; expected some of {names}")
     env = MetaWorldEnv("hard", max_episode_steps=args.max_steps)
     rows: dict[str, str] = {}
+    stages: list[str] = []
     index = 0
     for level, level_names in LEVELS.items():
         for name in level_names:
@@ -149,6 +199,10 @@ def main() -> None:
                 results = [run_task(env, task, index, args, e) for e in args.epsilons]
                 rows[name] = table_row(level, name, results)
                 print(rows[name], flush=True)
+                if name == "locked-door-open" and 0.0 in args.epsilons:
+                    stages = locked_door_stages(
+                        task, results[args.epsilons.index(0.0)]["solved_runs"]
+                    )
             index += 1
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -178,10 +232,15 @@ def main() -> None:
         )
         runs = [line for line in (match.group(1).splitlines() if match else []) if line.strip()]
         runs.append(f"* {', '.join(rows)}: {command(args)}, {time.strftime('%Y-%m-%d')}")
-        out.write_text(replace_section(text, "Partial re-runs", runs))
+        text = replace_section(text, "Partial re-runs", runs)
+        if stages:
+            text = replace_section(text, STAGES_SECTION, stages)
+        out.write_text(text)
         print(f"updated {out}")
         return
     lines = header(args) + list(rows.values())
+    if stages:
+        lines += ["", f"## {STAGES_SECTION}", "", *stages]
     lines += ["", "## Collection speed", ""]
     for epsilon in args.epsilons:
         _, stats = collect(
@@ -192,7 +251,17 @@ def main() -> None:
             f"epsilon={epsilon:g})`: {stats}."
         )
         print(lines[-1], flush=True)
-    out.write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    if out.exists():  # sections measured by hand (their commands quoted in them) stay
+        for title in KEPT_SECTIONS:
+            kept = re.search(
+                rf"^## {re.escape(title)}\n.*?(?=^## |\Z)",
+                out.read_text(),
+                re.DOTALL | re.MULTILINE,
+            )
+            if kept:
+                text = text.rstrip("\n") + "\n\n" + kept.group(0).rstrip("\n") + "\n"
+    out.write_text(text)
     print(f"wrote {out}")
 
 

@@ -16,16 +16,16 @@ Ours, where Meta-World's policies fall short:
 * soccer: :func:`soccer_action` aims the ball at the goal along the line from the ball
   (Meta-World's pushes along x or y only, so balls off the goal's line roll past it: 73 %).
 * locked-door-open: door-open's policy cannot follow the unlocking, which leaves the hand under
-  the lock's lever on the wrong side of the handle's stem, so :func:`open_locked_door_action`
-  backs out from under the lever, passes over the stem, drops between the door and the grip bar
-  and pulls the handle round the hinge.
+  the lock's lever, left of the handle's stem, where it pushes the door shut. Rather than go
+  round the stem (about 45 steps), :func:`open_locked_door_action` hooks the closed fingers
+  behind the grip bar's overhang on the stem's left and pulls the door open from there.
 
 Actions are clipped to [-1, 1] (the policies' gains exceed it; the simulator clips anyway).
 ``epsilon`` replaces an action by a uniformly random one with that probability.
 
-Known limit (docs/metaworld.md, docs/results/metaworld_expert.md): locked-door-open needs about
-120 steps (unlocking ~33, getting round the stem ~45, swinging the door through 1.4 rad ~42),
-more than the episode's 100.
+locked-door-open takes about 86 of the 100 steps (30 episodes: reaching the lever ~20,
+unlocking ~11, hooking the bar until the door moves ~10, swinging the door through 1.4 rad ~44;
+docs/results/metaworld_expert.md).
 """
 
 from __future__ import annotations
@@ -76,17 +76,22 @@ SOCCER_LEAN = (0.04, 0.04)  # aim this far (times the shot's slope, at most) pas
 
 # locked-door-open. Door frame: origin at the hinge, x along the closed door towards the
 # handle, y its normal (negative: towards the robot); the door's angle is read from the handle.
+# The handle is an L: a stem from the door (x 0.312-0.338, y -0.018 .. -0.112) and a grip bar
+# (y -0.097 .. -0.143) running from x 0.306 to 0.456, so the bar overhangs the stem's left side
+# by 6 mm. Unlocking leaves the hand left of the stem, at the handle's height: the closed
+# fingers hook behind that overhang and pull the door open from there.
 HINGE_FROM_HANDLE = np.array([-0.375, 0.107])  # hinge xy - the closed door's handle reading
-UNLOCK_PRESS = np.array([-0.04, -0.02, -0.03])  # door-unlock's press point from the lever tip
-DOOR_GRIP = np.array([0.365, -0.072])  # fingers right of the handle's stem (x 0.312-0.338),
-# between the door (y -0.01) and the grip bar (y -0.097 .. -0.143)
-DOOR_GAP = ((0.35, 0.5), (-0.095, -0.02))  # the fingers are in that gap (x, y ranges)
-DOOR_BACK_OUT = np.array([0.275, -0.135])  # out from under the lever, left of the stem
-DOOR_LEVER_CLEAR_Y = -0.118  # the hand's body clears the lever's front (-0.061) below this
-DOOR_RISE = np.array([0.285, -0.125])  # where the hand rises, in front of the lever
-DOOR_OVER_Z = 0.08  # hand height passing over the stem and bar: their tops (0.023 above the
-# handle reading) plus the fingers' reach below the hand (0.045) plus clearance
-DOOR_LEAD = 0.3  # rad: the pull aims at the grip point this far round the hinge
+UNLOCK_PRESS = np.array([-0.04, -0.02, -0.03])  # the hand's press point from the lever tip
+UNLOCK_PUSH = np.array([0.1, 0.0, -0.01])  # the push's target from the press point
+UNLOCK_APPROACH_GAIN = 50.0  # a stiffer approach: full speed until 2 cm from the press point
+UNLOCK_SWITCH = 0.03  # push once the hand is this close (xy) to the press point
+DOOR_HOOK = np.array([0.285, -0.06])  # the hand: fingers (x +-0.015) left of the stem,
+# behind the bar's overhang (x 0.306-0.312), between the door and the bar
+DOOR_HOOK_Z = -0.02  # the hand's height above the handle reading: the fingers (0.045 above
+# and below the hand) span the bar, the hand's body stays under the lock's lever
+DOOR_HOOK_REACH = 0.015  # pull once the hand is at most this far left of DOOR_HOOK
+DOOR_PULL = 0.2  # the pull's target: this far from the hook along the door's normal
+DOOR_HOOK_LOST_Y = -0.13  # the fingers slipped off in front of the bar: hook again
 
 
 @cache
@@ -159,12 +164,14 @@ def soccer_action(state: np.ndarray) -> np.ndarray:
 
 def unlock_action(state: np.ndarray) -> np.ndarray:
     """door-unlock's scripted policy without its opening detour (it first backs off and drops
-    when the hand starts above 0.15 m): straight to the lever's tip, then push it round."""
+    when the hand starts above 0.15 m): straight to the lever's tip (:data:`UNLOCK_PRESS`, at
+    :data:`UNLOCK_APPROACH_GAIN`), then push it round (:data:`UNLOCK_PUSH`), slightly down so
+    that the hand stays at the handle's height."""
     hand, lock = state[HAND], state[entity_pos("lock")]
     press = lock + UNLOCK_PRESS
-    if np.linalg.norm(hand[:2] - press[:2]) > 0.02:
-        return move_to(hand, press, 1.0)
-    return move_to(hand, press + np.array([0.1, 0.0, 0.01]), 1.0)
+    if np.linalg.norm(hand[:2] - press[:2]) > UNLOCK_SWITCH:
+        return np.append(np.clip(UNLOCK_APPROACH_GAIN * (press - hand), -1.0, 1.0), 1.0)
+    return move_to(hand, press + UNLOCK_PUSH, 1.0)
 
 
 def _bearing(point: np.ndarray, centre: np.ndarray) -> float:
@@ -180,32 +187,18 @@ def _rotate(xy: np.ndarray, angle: float) -> np.ndarray:
 def open_locked_door_action(states: np.ndarray) -> np.ndarray:
     """Open the unlocked door by its handle, from the state history ``(T, 91)`` (the hinge and
     the door's angle come from the initial and current handle readings). In the door frame:
-    back out from under the lock's lever, rise in front of it, pass over the handle's stem,
-    drop between the door and the grip bar (:data:`DOOR_GRIP`) and pull the handle round the
-    hinge, :data:`DOOR_LEAD` ahead of it."""
+    move right, under the lock's lever (pushing it up, off the latch), to :data:`DOOR_HOOK`,
+    where the closed fingers catch the grip bar's overhang left of the stem, then pull along
+    the door's normal (:data:`DOOR_PULL`), which swings the door round its hinge."""
     state, handle0 = states[-1], states[0, entity_pos("handle")]
     hand, handle = state[HAND], state[entity_pos("handle")]
     hinge = handle0[:2] + HINGE_FROM_HANDLE
     angle = _bearing(handle, hinge) - _bearing(handle0, hinge)  # the door's (negative: open)
     u = _rotate(hand[:2] - hinge, -angle)  # the hand in the door frame
-
-    def door_point(xy: np.ndarray, z: float, lead: float = 0.0) -> np.ndarray:
-        return np.append(hinge + _rotate(xy, angle - lead), z)
-
-    (x_low, x_high), (y_low, y_high) = DOOR_GAP
-    over_z = handle[2] + DOOR_OVER_Z
-    if x_low < u[0] < x_high and y_low < u[1] < y_high:  # the fingers are in the gap
-        if hand[2] > handle[2] + 0.025:
-            return move_to(hand, door_point(DOOR_GRIP, handle[2]), 1.0)
-        return move_to(hand, door_point(DOOR_GRIP, handle[2], DOOR_LEAD), 1.0)
-    if hand[2] >= over_z - 0.008:  # high enough: over the stem and the bar
-        z = over_z + 0.005 if u[0] < 0.33 else over_z - 0.01
-        return move_to(hand, door_point(DOOR_GRIP + np.array([0.005, 0.0]), z), 1.0)
-    if u[1] > DOOR_LEVER_CLEAR_Y and u[0] < x_low - 0.005:  # under the lever
-        out = np.array([min(u[0], DOOR_BACK_OUT[0]), DOOR_BACK_OUT[1]])
-        return move_to(hand, door_point(out, handle[2] - 0.01), 1.0)
-    rise = np.array([min(u[0] + 0.04, DOOR_RISE[0]), DOOR_RISE[1]])
-    return move_to(hand, door_point(rise, over_z + 0.01), 1.0)
+    z = handle[2] + DOOR_HOOK_Z
+    hooked = u[0] >= DOOR_HOOK[0] - DOOR_HOOK_REACH and u[1] >= DOOR_HOOK_LOST_Y
+    target = DOOR_HOOK + (np.array([0.0, -DOOR_PULL]) if hooked else 0.0)
+    return move_to(hand, np.append(hinge + _rotate(target, angle), z), 1.0)
 
 
 def expert_action(task: MetaWorldTask, states: np.ndarray) -> np.ndarray:
