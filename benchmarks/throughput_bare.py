@@ -407,7 +407,7 @@ def bare_iql(nets: Nets, kw: dict) -> Step:
 
 def bare_combo(nets: Nets, kw: dict, data: Data) -> Step:
     """COMBO's policy optimisation with its model rollouts (the untimed model phase skipped)."""
-    from imaginebench.modules.offline.combo import DynamicsEnsemble
+    from imaginebench.modules.dynamics import DynamicsEnsemble
 
     actor = GaussianHead(nets.trunk(), nets.a)
     critics = nets.critics()
@@ -419,7 +419,7 @@ def bare_combo(nets: Nets, kw: dict, data: Data) -> Step:
     )
     opt_t = adam([log_alpha], kw["alpha_lr"])
     dynamics = DynamicsEnsemble(
-        [nets.trunk(nets.a) for _ in range(kw["ensemble_size"])], data.state_dim
+        [nets.trunk(nets.a) for _ in range(kw["ensemble_size"])], data.state_dim + 1
     ).requires_grad_(False)
     starts = (data.states[data.state_index] - data.state_mean) / data.state_std
     low, high = starts.min(0).values, starts.max(0).values

@@ -9,6 +9,10 @@ Reinforcement Learning with Offline Datasets*, 2020), written for discrete actio
   ``-min(exp(A(s, a) / lambda), max_weight) log pi(a | s)`` with the advantage
   ``A(s, a) = Q(s, a) - sum_a' pi(a'|s) Q(s, a')`` (not differentiated).
 
+Both losses are weighted per transition (``batch["weight"]``, from the data module's
+``imaginary_weighting``): a transition counts in the critic's and the actor's average as much
+as it is trusted.
+
 Defaults: ``lambda`` 1, Adam lr 3e-4, ``tau`` 0.005, ``gamma`` 0.99. Deviations from the paper:
 discrete actions with exact expectations; one critic instead of two; advantage weights clipped
 instead of normalised over the batch.
@@ -29,7 +33,13 @@ from torch import Tensor
 
 from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import DiscreteHead, StateInstructionEncoder
-from imaginebench.modules.offline.base import LossParts, OfflineRLModule, soft_update
+from imaginebench.modules.offline.base import (
+    LossParts,
+    OfflineRLModule,
+    soft_update,
+    weighted_loss,
+    weighted_mean,
+)
 
 
 class DiscreteAWAC(OfflineRLModule):
@@ -48,6 +58,8 @@ class DiscreteAWAC(OfflineRLModule):
     discrete = True  # the class refuses continuous action specs
     # Which loss term may train which submodule (checked by tests/test_conformance.py).
     loss_parts: ClassVar[LossParts] = {"critic_loss": ("q",), "actor_loss": ("actor",)}
+    # Every per-sample loss is reduced with weighted_mean / weighted_loss (transition weights).
+    weighted_losses = True
 
     def __init__(
         self,
@@ -89,8 +101,9 @@ class DiscreteAWAC(OfflineRLModule):
             target = batch["reward"] + discount * v_next
             advantage = q_data - (log_pi.exp() * q_all).sum(-1)
             weight = torch.exp(advantage / self.lmbda).clamp(max=self.max_weight)
-        critic_loss = F.mse_loss(q_data, target)
-        actor_loss = -(weight * log_pi.gather(1, index).squeeze(1)).mean()
+        sample_weight = batch.get("weight")  # absent when every transition weighs the same
+        critic_loss = weighted_loss(F.mse_loss, q_data, target, weight=sample_weight)
+        actor_loss = -weighted_mean(weight * log_pi.gather(1, index).squeeze(1), sample_weight)
         return {
             "loss": critic_loss + actor_loss,  # one backward pass trains both
             "critic_loss": critic_loss,

@@ -31,6 +31,9 @@ class TransitionBatch(TypedDict):
     done: Tensor  # (B,) bool: the episode terminated here (time-limit cuts are not done)
     instruction_id: Tensor  # (B,) int64 index into the data module's ``instructions``
     source: Tensor  # (B,) uint8: 0 real, 1 imaginary
+    # (B,) float32 >= 0: how much the transition counts in the losses (real ones 1; imaginary
+    # ones 1, or from their confidence with the data module's ``imaginary_weighting``)
+    weight: Tensor
 
 
 TRANSITION_KEYS: tuple[str, ...] = tuple(TransitionBatch.__annotations__)
@@ -47,6 +50,9 @@ class PreparedBatch(TypedDict):
     done: Tensor
     source: Tensor
     instruction_id: NotRequired[Tensor]  # kept by modules that need it (PRDC)
+    # per-transition loss weights; absent when they are all equal (every loss is then the plain
+    # mean, exactly as without weights): reduce with ``weighted_mean`` (offline/base.py)
+    weight: NotRequired[Tensor]
 
 
 class RolloutData(Protocol):

@@ -1,9 +1,10 @@
 """The ``imaginebench`` command line.
 
 ``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
-``info``, ``import-kalm`` and ``export-minari`` / ``import-minari`` manage datasets; ``render``
-draws an episode as a GIF or MP4; ``benchmark -c FILE`` runs a grid of fits and ``report
-RUNS_DIR`` tabulates and plots it.
+``info``, ``import-kalm``, ``import-libero`` and ``export-minari`` / ``import-minari`` manage
+datasets; ``render`` draws an episode as a GIF or MP4; ``imagine`` writes imaginary datasets and
+``score-imaginary`` adds confidence to them; ``benchmark -c FILE`` runs a grid of fits and
+``report RUNS_DIR`` tabulates and plots it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def _collect(args: argparse.Namespace) -> int:
         epsilon=args.epsilon,
         paraphrases=args.paraphrases,
         progress=not args.quiet,
+        workers=args.workers,
     )
     save_dataset(dataset, out, overwrite=args.overwrite)
     print(stats)
@@ -74,6 +76,20 @@ def _import_kalm(args: argparse.Namespace) -> int:
             instruction=args.instruction,
             companion=args.companion,
         )
+    save_dataset(dataset, args.out, overwrite=args.overwrite)
+    print(f"wrote {args.out}")
+    print(dataset.summary())
+    return 0
+
+
+def _import_libero(args: argparse.Namespace) -> int:
+    from imaginebench.data.format import save_dataset
+    from imaginebench.data.importers.libero import import_libero
+
+    check_output_path(args.out, args.overwrite)
+    dataset = import_libero(
+        args.source, level=args.level, source=args.as_source, instruction=args.instruction
+    )
     save_dataset(dataset, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     print(dataset.summary())
@@ -273,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="imaginebench",
         description="ImagineBench: offline RL from real and imagined rollouts. Training: "
         "imaginebench fit|validate|test -c configs/<algo>_<env>.yaml; imagination: "
-        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level> (see --help of each). "
+        "imaginebench imagine -c configs/imagine_<env>.yaml --level <level>; confidence of "
+        "imaginary files: imaginebench score-imaginary FILE --real REAL (see --help of each). "
         "Errors in the input are reported in one line; add --debug to any command for the "
         "traceback.",
     )
@@ -290,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="store each rollout with this many wordings of its task (default 1)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="run the episodes in this many processes (default 1; with --epsilon > 0 the "
+        "random actions then differ from the single-process run's, see docs)",
     )
     p.add_argument("--out", required=True, help="output .h5 path")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
@@ -348,6 +372,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)
+
+    p = sub.add_parser(
+        "import-libero",
+        help="convert an original ImagineBench LIBERO .npy file (success and rewards judged "
+        "again by our tasks)",
+    )
+    p.add_argument(
+        "source",
+        help="the original .npy dict (observations, actions, masks, instructions); read without "
+        "running code: anything but arrays, lists, dicts, strings and numbers is refused",
+    )
+    p.add_argument("--out", required=True)
+    p.add_argument("--level", default="train", choices=LEVELS)
+    p.add_argument("--as-source", default="real", choices=("real", "imaginary"))
+    p.add_argument(
+        "--instruction",
+        default="first",
+        choices=("first", "cycle", "all"),
+        help="which sentence(s) to keep: the first (default, the one the original encodes), "
+        "sentence i %% K for episode i, or one copy of the episode per sentence",
+    )
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=_import_libero)
 
     p = sub.add_parser(
         "export-minari",
@@ -536,6 +583,10 @@ def _run_command(argv: list[str]) -> int:
         from imaginebench.imagination.run import main as imagine
 
         return imagine(argv[1:])
+    if argv and argv[0] == "score-imaginary":
+        from imaginebench.imagination.score import main as score_imaginary
+
+        return score_imaginary(argv[1:])
     args = build_parser().parse_args(argv)
     args.argv = argv
     return int(args.func(args) or 0)

@@ -337,6 +337,91 @@ def test_td_targets_of_a_fixed_critic(name, bug):
         torch.testing.assert_close(m.losses(batch)[term], loss(target))
 
 
+# ------------------------------------------------------------------------- transition weights
+
+
+WEIGHTED = [n for n in NAMES if CASES[n].cls.weighted_losses]
+
+
+def update(module: OfflineRLModule, batch) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+    """The loss terms (``"loss"`` and its parts; diagnostics such as ``q_data`` are plain batch
+    means) and the gradient of ``"loss"`` of one update on ``batch``, drawing the same
+    training noise every call."""
+    generator = getattr(module, "generator", None)
+    draws = generator.get_state() if generator is not None else None
+    module.log_now = False
+    terms = module.losses(module.prepare(batch))
+    if generator is not None:
+        generator.set_state(draws)
+    params = [p for p in module.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(terms["loss"], params, allow_unused=True)
+    zeros = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    parts = ("loss", *type(module).loss_parts)
+    return {k: terms[k].detach() for k in parts}, zeros
+
+
+def weighted(batch, weight: torch.Tensor):
+    out = batch.clone()
+    out["weight"] = weight
+    return out
+
+
+def assert_same_update(a, b, exact: bool = True) -> None:
+    (terms_a, grads_a), (terms_b, grads_b) = a, b
+    assert terms_a.keys() == terms_b.keys()
+    check = torch.equal if exact else lambda x, y: torch.allclose(x, y, rtol=1e-5, atol=1e-7)
+    for key in terms_a:
+        assert check(terms_a[key], terms_b[key]), key
+    assert all(check(x, y) for x, y in zip(grads_a, grads_b, strict=True)), "gradients differ"
+
+
+@pytest.mark.parametrize("name", WEIGHTED)
+def test_zero_weight_transitions_have_no_effect_on_the_update(name, tasks):
+    """Transitions of weight 0 appended to a batch: the update is exactly the same whatever
+    they hold (every per-sample term and batch statistic is weighted), the same as without
+    them (training noise aside: stochastic algorithms draw noise per row, so there the batch
+    with other zero-weight rows stands in for the batch without them), and scaling every
+    weight by 2 changes nothing (losses are weighted means, not weighted sums)."""
+    module, dm, _ = fitted(CASES[name], tasks)
+    stream = dm.batches(0)
+    batch = stream.batch(0)
+    weight = torch.linspace(0.25, 1.75, len(batch))
+    kept = weighted(batch, weight)
+    padding = torch.zeros(16)
+    first = torch.cat([kept, weighted(stream.batch(1)[:16], padding)])
+    other = torch.cat([kept, weighted(stream.batch(2)[:16], padding)])
+    assert_same_update(update(module, first), update(module, other))
+    if getattr(module, "generator", None) is None:
+        assert_same_update(update(module, first), update(module, kept), exact=False)
+    assert_same_update(update(module, kept), update(module, weighted(batch, 2 * weight)))
+    # the weights are used: another weighting is another update
+    flipped = update(module, weighted(batch, weight.flip(0)))
+    assert not torch.equal(update(module, kept)[0]["loss"], flipped[0]["loss"])
+
+
+@pytest.mark.parametrize("name", WEIGHTED)
+def test_uniform_weights_give_the_unweighted_losses_exactly(name, tasks):
+    module, dm, _ = fitted(CASES[name], tasks)
+    batch = dm.batches(0).batch(3)
+    assert torch.equal(batch["weight"], torch.ones(len(batch)))  # the data module's default
+    plain = batch.clone()
+    del plain["weight"]
+    assert_same_update(update(module, batch), update(module, plain))
+    assert_same_update(
+        update(module, batch), update(module, weighted(batch, torch.full((64,), 0.3)))
+    )
+
+
+def test_algorithms_that_do_not_weight_refuse_differing_weights(tasks):
+    unweighted = [n for n in NAMES if not CASES[n].cls.weighted_losses]
+    assert unweighted == ["COMBO"]
+    module, dm, _ = fitted(CASES["COMBO"], tasks)
+    batch = dm.batches(0).batch(0)
+    module.prepare(batch)  # uniform weights: fine
+    with pytest.raises(ValueError, match="does not weight its losses"):
+        module.prepare(weighted(batch, torch.linspace(0, 1, len(batch))))
+
+
 # ---------------------------------------------------------------------------------- resume
 
 

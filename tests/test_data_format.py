@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -114,6 +115,10 @@ def assert_ds_equal(a: RolloutDataset, b: RolloutDataset) -> None:
     assert a.domain == b.domain
     assert a.action_spec == b.action_spec
     assert a.provenance == b.provenance
+    assert a.confidence.keys() == b.confidence.keys()
+    for name, values in a.confidence.items():
+        assert values.dtype == b.confidence[name].dtype == np.float32, name
+        np.testing.assert_array_equal(values, b.confidence[name], err_msg=name)
 
 
 @pytest.fixture
@@ -648,3 +653,99 @@ def test_a_killed_writes_leftover_is_removed_by_the_next_write(tmp_path: Path) -
     os.utime(alive, (hour_ago, hour_ago))
     save_dataset(make_ds(n_eps=2), tmp_path / "next.h5")
     assert not leftover.exists() and fresh.exists() and alive.exists()
+
+
+# ---------------------------------------------------------------------------------- confidence
+
+
+def scored(ds: RolloutDataset, *names: str, seed: int = 0) -> RolloutDataset:
+    rng = np.random.default_rng(seed)
+    for name in names:
+        ds = ds.with_confidence(name, rng.uniform(size=ds.num_transitions))
+    return ds
+
+
+def test_confidence_travels_with_its_transitions(tmp_path: Path) -> None:
+    """Per-transition confidence survives a file round trip, and episode, select, concatenate
+    and from_episodes keep each value with its own transition."""
+    ds = scored(make_ds(n_eps=8), "likelihood", "ensemble")
+    back = load_dataset(save_dataset(ds, tmp_path / "c.h5"))
+    assert_ds_equal(validate(ds), back)
+    assert "confidence likelihood: mean" in back.summary()
+    ep = back.episode(5)
+    t0, t1 = back.episode_offsets[5], back.episode_offsets[6]
+    np.testing.assert_array_equal(ep.confidence["ensemble"], back.confidence["ensemble"][t0:t1])
+    picked = back.select([5, 2])
+    np.testing.assert_array_equal(
+        picked.episode(0).confidence["likelihood"], ep.confidence["likelihood"]
+    )
+    rebuilt = RolloutDataset.from_episodes(list(back), domain="toy", action_spec=DISCRETE)
+    assert_ds_equal(back, dataclasses.replace(rebuilt, provenance=back.provenance))
+    # concatenating keeps the sources every part has
+    joined = RolloutDataset.concatenate([back, scored(make_ds(n_eps=2), "ensemble")])
+    assert list(joined.confidence) == ["ensemble"]
+    assert joined.confidence["ensemble"].shape == (joined.num_transitions,)
+
+
+@pytest.mark.parametrize(
+    "values,name,fragments",
+    [
+        ("nan", "likelihood", ["confidence/likelihood", "NaN", "transition 3"]),
+        ("big", "likelihood", ["outside [0, 1]", "1.5"]),
+        ("negative", "likelihood", ["-0.25"]),
+        ("short", "likelihood", ["shape", "one per transition"]),
+        ("int", "likelihood", ["dtype", "floating point"]),
+        ("ok", "Likelihood!", ["lower-case"]),
+    ],
+)
+def test_bad_confidence_is_refused_in_memory_and_in_files(
+    tmp_path: Path, values: str, name: str, fragments: list[str]
+) -> None:
+    ds = make_ds(n_eps=6)
+    n = ds.num_transitions
+    arr = {
+        "nan": np.where(np.arange(n) == 3, np.nan, 0.5),
+        "big": np.full(n, 1.5),
+        "negative": np.full(n, -0.25),
+        "short": np.full(n - 1, 0.5),
+        "int": np.ones(n, dtype=np.int64),
+        "ok": np.full(n, 0.5),
+    }[values]
+    bad = ds.with_confidence(name, arr)
+    for nonfinite in ("raise", "drop"):  # never dropped: a confidence has no episode to lose
+        with pytest.raises(DatasetError) as info:
+            validate(bad, nonfinite=nonfinite)
+        for fragment in fragments:
+            assert fragment in str(info.value)
+    if values in ("ok", "short"):
+        return
+    path = save_dataset(ds.with_confidence(name, np.full(n, 0.5)), tmp_path / "ds.h5")
+    with h5py.File(path, "r+") as f:
+        replace_dataset(f, f"confidence/{name}", arr)
+    expect_error(path, *fragments, nonfinite="drop")
+
+
+def test_files_of_schema_version_1_still_load(tmp_path: Path) -> None:
+    """``tests/data/schema_v1.h5`` was written by the version-1 code (commit b7283b5, before
+    confidence existed): it loads, without confidence, and saves again as the current version.
+    A version-1 file never holds a confidence group, so one added by hand is ignored."""
+    old = Path(__file__).parent / "data" / "schema_v1.h5"
+    with h5py.File(old, "r") as f:
+        assert int(f.attrs["schema_version"]) == 1 and "confidence" not in f
+    ds = load_dataset(old)
+    assert ds.confidence == {} and len(ds) == 3 and ds.num_transitions == 9
+    copy = tmp_path / "v1.h5"
+    copy.write_bytes(old.read_bytes())
+    with h5py.File(copy, "r+") as f:
+        f.create_dataset("confidence/likelihood", data=np.full(9, np.nan))
+    assert load_dataset(copy).confidence == {}
+    resaved = save_dataset(scored(ds, "likelihood"), tmp_path / "v2.h5")
+    with h5py.File(resaved, "r") as f:
+        assert int(f.attrs["schema_version"]) == SCHEMA_VERSION == 2
+    assert list(load_dataset(resaved).confidence) == ["likelihood"]
+
+
+def test_a_confidence_that_is_not_a_group_is_refused(saved: Path) -> None:
+    with h5py.File(saved, "r+") as f:
+        f.create_dataset("confidence", data=np.zeros(3))
+    expect_error(saved, "'confidence' must be a group")

@@ -32,7 +32,7 @@ CLEVR_ACTIONS = {"type": "discrete", "n": 40}
 # CLEVR observation bounds (x in [-0.6, 0.6], y in [-0.3, 0.7] for each of the 5 balls).
 LOW = np.tile(np.array([-0.6, -0.3], dtype=np.float32), 5)
 HIGH = np.tile(np.array([0.6, 0.7], dtype=np.float32), 5)
-KEYS = {"state", "next_state", "action", "reward", "done", "instruction_id", "source"}
+KEYS = {"state", "next_state", "action", "reward", "done", "instruction_id", "source", "weight"}
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -646,3 +646,77 @@ def test_concurrent_runs_collect_the_missing_real_data_once(tmp_path, monkeypatc
         t.join()
     assert errors == [] and len(calls) == 1
     assert len(load_dataset(path)) == 4
+
+
+# ------------------------------------------------------------------------------------ weights
+
+
+@pytest.fixture(scope="module")
+def scored(data):
+    """The imaginary file with a confidence that can be read off each transition: (reward + 1)
+    / 2, so a sampled row's confidence is known from its reward."""
+    imag = data.imag_file
+    confidence = (imag.rewards + 1) / 2
+    return str(save_dataset(imag.with_confidence("likelihood", confidence), data.dir / "sc.h5"))
+
+
+def imaginary_rows(batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Confidence and weight of a batch's imaginary rows; its real rows must weigh 1."""
+    real = batch["source"] == 0
+    assert torch.equal(batch["weight"][real], torch.ones(int(real.sum())))
+    return (batch["reward"][~real] + 1) / 2, batch["weight"][~real]
+
+
+def test_every_transition_weighs_1_unless_a_confidence_source_is_chosen(data, scored):
+    for ratio in (0.5, "pool"):
+        dm = make_dm(data, imaginary=[scored], ratio=ratio)
+        for step in range(3):
+            weight = dm.batches(step).batch(step)["weight"]
+            assert weight.dtype == torch.float32 and torch.equal(weight, torch.ones(64))
+
+
+@pytest.mark.parametrize("ratio", [0.5, "pool"])
+def test_imaginary_weights_follow_their_confidence(data, scored, ratio):
+    """``confidence ** power`` per imaginary transition, real ones 1, and transitions below the
+    threshold never sampled; what was removed is reported in the usage."""
+    weighting = {"source": "likelihood", "power": 2.0, "threshold": 0.3}
+    dm = make_dm(data, imaginary=[scored, scored], imaginary_weighting=weighting, ratio=ratio)
+    seen = 0
+    for step in range(20):
+        confidence, weight = imaginary_rows(dm.batches(step).batch(step))
+        torch.testing.assert_close(weight, confidence**2, rtol=1e-5, atol=1e-6)
+        assert (confidence >= 0.3 - 1e-6).all()
+        seen += len(weight)
+    assert seen > 100
+    usage = dm.usage["imaginary_weighting"]
+    below = int(((data.imag_file.rewards + 1) / 2 < 0.3).sum())
+    assert usage["removed_below_threshold"] == 2 * below > 0
+    assert usage["imaginary_transitions"] == 2 * data.imag_file.num_transitions
+
+
+def test_a_threshold_above_every_confidence_leaves_real_data_only(data, scored, caplog):
+    weighting = {"source": "likelihood", "power": 0.0, "threshold": 1.0}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        dm = make_dm(data, imaginary=[scored], imaginary_weighting=weighting)
+    assert dm.split() == (64, 0) and "below the confidence threshold" in caplog.text
+
+
+def test_weighting_needs_the_confidence_in_every_imaginary_file(data, scored):
+    weighting = {"source": "ensemble"}
+    with pytest.raises(
+        ValueError,
+        match=r"sc\.h5: has no confidence 'ensemble' \(it has: "
+        r"likelihood\).*score-imaginary",
+    ):
+        make_dm(data, imaginary=[scored], imaginary_weighting=weighting)
+    with pytest.raises(
+        ValueError, match=r"imag\.h5: has no confidence 'likelihood' \(it has: none"
+    ):
+        make_dm(data, imaginary=[scored, data.imag], imaginary_weighting={"source": "likelihood"})
+    for bad, problem in [
+        ({"source": "likelihood", "power": -1.0}, "power must be >= 0"),
+        ({"source": "likelihood", "threshold": 1.5}, "threshold must be in"),
+        ({"threshold": 0.5}, "need a confidence source"),
+    ]:
+        with pytest.raises(ValueError, match=problem):
+            make_dm(data, imaginary=[scored], imaginary_weighting=bad)

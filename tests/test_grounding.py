@@ -16,7 +16,7 @@ from imaginebench.data.format import load_dataset, save_dataset
 from imaginebench.datamodules import CollectConfig, GroundingDataModule
 from imaginebench.envs import get_domain
 from imaginebench.envs.clevr.quality import ClevrQuality, legal_states
-from imaginebench.imagination import DecodingConfig, Imaginer
+from imaginebench.imagination import DecodingConfig, Imaginer, to_episode
 from imaginebench.imagination.quality import quality_report, replayed_success
 from imaginebench.modules.backbone import resolve_encoder_path
 from imaginebench.modules.grounding import GroundingModule, LoraSettings
@@ -458,6 +458,23 @@ def test_merged_lora_imagines_the_same_rollouts(real_path):
         np.testing.assert_allclose(a.states, b.states, atol=1e-4)
 
 
+def test_a_dynamics_model_advances_the_imagined_states(real_path):
+    """With ``dynamics`` every imagined next state is the model's for the state and the
+    chosen action (the LM only acts), and the rollouts still stop at success."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    specs = get_domain("clevr").make_suite().episodes("train", 8, seed=2, split="data")
+
+    def dynamics(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        return states + 0.01 * (1 + actions[:, None] % 7)
+
+    for r in Imaginer(module, DecodingConfig(batch_size=8), dynamics=dynamics).imagine(
+        specs, horizon=6
+    ):
+        np.testing.assert_allclose(r.states[1:], dynamics(r.states[:-1], r.actions), atol=1e-5)
+        assert r.success == bool(r.spec.task.success(r.states)[-1])
+
+
 def test_decoding_stops_at_success(real_path):
     """A rollout ends at the first imagined state that satisfies its task."""
     dm = _datamodule(real_path)
@@ -526,6 +543,144 @@ def test_decoded_rollouts_are_what_teacher_forcing_predicts(real_path, words, co
     decoding = DecodingConfig(strategy="sample", batch_size=4)
     rollouts = Imaginer(module, decoding, seed=1).imagine(specs, horizon=5)
     _assert_teacher_forcing_agrees(module, rollouts)
+
+
+@pytest.mark.parametrize(
+    "domain,kwargs",
+    [
+        ("clevr", {"window": 3}),
+        ("clevr", {"words": True, "context_hidden": 32}),
+        ("babyai", {"state_classes": 8}),
+    ],
+)
+def test_recorded_step_likelihoods_are_what_teacher_forcing_gives(
+    real_path, tmp_path, domain, kwargs
+):
+    """The per-step log-likelihood the decoder records (action words, and the next state under
+    a categorical head) is what scoring the finished rollout by teacher forcing gives, window
+    by window: ``score-imaginary`` reproduces the likelihood ``imagine`` wrote."""
+    from imaginebench.imagination.confidence import lm_step_log_likelihoods
+
+    dm = _datamodule(real_path) if domain == "clevr" else _real_datamodule(tmp_path, domain, 20)
+    words = CLEVR_ACTION_WORDS if kwargs.pop("words", False) else None
+    module = _tiny(dm, action_words=words, **kwargs)
+    _trainer(3).fit(module, dm)
+    if module.model.context is not None:  # make the context MLP matter
+        torch.nn.init.normal_(module.model.context[-1].weight, std=0.5)
+    specs = get_domain(domain).make_suite().episodes("hard", 4, seed=0, split="data")
+    decoding = DecodingConfig(strategy="sample", batch_size=4)
+    rollouts = Imaginer(module, decoding, seed=1, integer_states=domain == "babyai").imagine(
+        specs, horizon=7
+    )
+    episodes = [to_episode(r, np.zeros(len(r.actions))) for r in rollouts]
+    scored = lm_step_log_likelihoods(module, episodes, batch_size=3)
+    for r, values in zip(rollouts, scored):
+        assert values.shape == r.step_log_likelihoods.shape == (len(r.actions),)
+        np.testing.assert_allclose(values, r.step_log_likelihoods, rtol=1e-4, atol=1e-4)
+        assert (values < 0).all()
+    if domain == "babyai":  # the state's share: more than the action's alone
+        assert all(r.step_log_likelihoods.sum() < r.log_likelihood - 1e-3 for r in rollouts)
+    else:
+        for r in rollouts:
+            assert r.step_log_likelihoods.sum() == pytest.approx(r.log_likelihood, abs=1e-4)
+
+
+@pytest.mark.slow  # two fits, two imaginations, an ensemble: ~18 s
+def test_imagine_writes_the_likelihood_and_score_imaginary_refreshes_it(
+    real_path, tmp_path, capsys, monkeypatch
+):
+    """``imagine`` stores each step's probability under the LM; ``score-imaginary`` adds the
+    ensemble's confidence and recomputes the likelihood identically; an interrupted rewrite
+    leaves the file as it was; a continuous, regression model has no likelihood to give."""
+    from imaginebench.cli import main
+    from imaginebench.data import hdf5
+    from imaginebench.data.shipped import file_sha256
+
+    ckpt = _fitted_checkpoint(tmp_path, _datamodule(real_path), steps=3)
+    out = tmp_path / "im.h5"
+    args = [
+        "imagine",
+        "--checkpoint",
+        str(ckpt),
+        "--level",
+        "hard",
+        "--rollouts",
+        "4",
+        "--horizon",
+        "5",
+        "--out",
+        str(out),
+        "--progress",
+        "false",
+    ]
+    assert main(args) == 0
+    capsys.readouterr()
+    imagined = load_dataset(out)
+    assert list(imagined.confidence) == ["likelihood"]
+    likelihood = imagined.confidence["likelihood"]
+    assert ((likelihood > 0) & (likelihood < 1)).all()
+    assert imagined.provenance["confidence"]["likelihood"]["checkpoint"] == str(ckpt)
+    both = [*args[:-3], str(tmp_path / "both.h5"), "--progress", "false"]
+    ensemble = ["--ensemble_confidence", "true", "--ensemble.members", "2"]
+    assert main([*both, *ensemble, "--ensemble.max_steps", "20"]) == 0
+    assert sorted(load_dataset(tmp_path / "both.h5").confidence) == ["ensemble", "likelihood"]
+
+    score = [
+        "score-imaginary",
+        str(out),
+        "--real",
+        str(real_path),
+        "--members",
+        "3",
+        "--ensemble-steps",
+        "60",
+        "--quiet",
+    ]
+    assert main(score) == 0
+    assert "confidence ensemble mean" in capsys.readouterr().out
+    rescored = load_dataset(out)
+    assert sorted(rescored.confidence) == ["ensemble", "likelihood"]
+    np.testing.assert_allclose(rescored.confidence["likelihood"], likelihood, rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(rescored.states, imagined.states)
+    assert rescored.provenance["confidence"]["ensemble"]["real_sha256"] == file_sha256(real_path)
+
+    before = file_sha256(out)
+
+    def interrupted(h5, ds):
+        h5.create_dataset("states", data=ds.states)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hdf5, "_write_payload", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(score)
+    monkeypatch.undo()
+    assert file_sha256(out) == before and not list(tmp_path.glob(".*.tmp"))
+
+    assert main(["score-imaginary", str(out), "--sources", "ensemble"]) == 2
+    assert "--real" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "score-imaginary",
+                str(out),
+                "--sources",
+                "likelihood",
+                "--checkpoint",
+                str(tmp_path / "gone.ckpt"),
+            ]
+        )
+        == 2
+    )
+    assert "not found" in capsys.readouterr().err
+    assert (
+        main(["score-imaginary", "shipped:clevr/imaginary_easy.h5", "--sources", "likelihood"]) == 2
+    )
+    assert "--out" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    other = _fitted_checkpoint(tmp_path / "other", _datamodule(real_path), steps=1)
+    refused = ["score-imaginary", str(out), "--sources", "likelihood", "--checkpoint", str(other)]
+    assert main(refused) == 2
+    assert "imagining model's own" in capsys.readouterr().err
 
 
 def _assert_teacher_forcing_agrees(module, rollouts):

@@ -49,12 +49,14 @@ def _minari_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Small real CLEVR (easy) and HalfCheetah (hard) files, and a mixed one: real + imagined
     CLEVR of two levels whose string tables are not in first-use order and hold an unused
-    (non-ASCII) entry."""
+    (non-ASCII) entry, with a confidence per transition."""
     out = tmp_path_factory.mktemp("files")
     clevr, _ = collect("clevr", "easy", 4, seed=3, paraphrases=2, progress=False)
     cheetah, _ = collect("halfcheetah", "hard", 2, seed=1, progress=False)
     imagined = load_dataset(SHIPPED_ROOT / "clevr" / "imaginary_hard.h5")
     mixed = RolloutDataset.concatenate([clevr.select([5, 0, 3]), imagined.select([7, 2, 11])])
+    confidence = np.random.default_rng(0).uniform(size=mixed.num_transitions)
+    mixed = mixed.with_confidence("likelihood", confidence.astype(np.float32))
     mixed.instructions.append("an instruction no episode uses — café ✓")
     assert mixed.instructions[0] != mixed.instructions[int(mixed.episode_instruction[0])]
     paths = {}
@@ -77,6 +79,9 @@ def assert_same(a: RolloutDataset, b: RolloutDataset) -> None:
     assert a.domain == b.domain
     assert a.action_spec == b.action_spec
     assert a.provenance == b.provenance
+    assert a.confidence.keys() == b.confidence.keys()
+    for name, values in a.confidence.items():
+        np.testing.assert_array_equal(values, b.confidence[name], err_msg=name)
     for i in range(len(a)):
         ea, eb = a.episode(i), b.episode(i)
         for name in ("instruction", "task_spec", "level", "source", "success"):
@@ -253,7 +258,6 @@ def test_without_minari_the_commands_say_how_to_install_it(
     assert main(["import-minari", "a/b-v0", "--root", str(tmp_path), "--out", str(out)]) == 2
     assert "pip install 'imaginebench[minari]'" in capsys.readouterr().err
     assert not (tmp_path / "minari").exists() and not out.exists()
-
 
 
 def test_an_export_that_does_not_read_back_identically_leaves_nothing(

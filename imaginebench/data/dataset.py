@@ -36,6 +36,8 @@ class Episode:
         level: one of :data:`LEVELS`.
         source: one of :data:`SOURCES`.
         success: whether the task counts as accomplished.
+        confidence: per confidence source, ``(T,)`` float in ``[0, 1]``: how far each
+            transition may be trusted (imaginary data; ``docs/confidence.md``). Optional.
     """
 
     states: np.ndarray
@@ -48,6 +50,7 @@ class Episode:
     level: str
     source: str
     success: bool
+    confidence: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         """Number of transitions ``T``."""
@@ -61,7 +64,8 @@ class RolloutDataset:
     Episode ``i`` owns transitions ``[off[i], off[i+1])`` and states
     ``[off[i] + i, off[i+1] + i + 1)``
     where ``off = episode_offsets``; each episode stores one state more than it has transitions.
-    See ``docs/dataset_format.md`` for shapes and dtypes.
+    ``confidence`` maps confidence source names to ``(N,)`` float arrays in ``[0, 1]`` (optional;
+    ``docs/confidence.md``). See ``docs/dataset_format.md`` for shapes and dtypes.
     """
 
     states: np.ndarray
@@ -82,6 +86,7 @@ class RolloutDataset:
     provenance: dict[str, Any] = field(default_factory=dict)
     #: Episodes removed by ``load_dataset(..., nonfinite="drop")`` (not stored in files).
     dropped_nonfinite: int = 0
+    confidence: dict[str, np.ndarray] = field(default_factory=dict)
 
     # ---------------------------------------------------------------------------- construction
 
@@ -94,10 +99,12 @@ class RolloutDataset:
         action_spec: dict[str, Any],
         provenance: dict[str, Any] | None = None,
     ) -> "RolloutDataset":
-        """Pack a non-empty sequence of episodes (string tables are built in first-seen order)."""
+        """Pack a non-empty sequence of episodes (string tables are built in first-seen order).
+        Every episode must carry the same confidence sources."""
         episodes = list(episodes)
         if not episodes:
             raise ValueError("from_episodes needs at least one episode (the state dim is unknown)")
+        sources = sorted(episodes[0].confidence)
         spec = normalise_action_spec(action_spec, "action_spec")
         discrete = spec["type"] == "discrete"
         act_shape = () if discrete else tuple(spec["shape"])
@@ -149,6 +156,17 @@ class RolloutDataset:
                 )
             if not isinstance(ep.instruction, str) or not isinstance(ep.task_spec, str):
                 raise ValueError(f"{where}: instruction and task_spec must be str")
+            if sorted(ep.confidence) != sources:
+                raise ValueError(
+                    f"{where}: confidence sources {sorted(ep.confidence)} differ from episode "
+                    f"0's {sources}"
+                )
+            for name, values in ep.confidence.items():
+                if np.shape(values) != (t,):
+                    raise ValueError(
+                        f"{where}: confidence {name!r} must have shape ({t},), "
+                        f"got {np.shape(values)}"
+                    )
             states.append(s.astype(np.float32, copy=False))
             actions.append(a.astype(np.int64 if discrete else np.float32, copy=False))
             rewards.append(r.astype(np.float32, copy=False))
@@ -185,6 +203,10 @@ class RolloutDataset:
             domain=domain,
             action_spec=spec,
             provenance=dict(provenance or {}),
+            confidence={
+                name: np.concatenate([np.asarray(ep.confidence[name]) for ep in episodes])
+                for name in sources
+            },
         )
 
     @classmethod
@@ -194,7 +216,8 @@ class RolloutDataset:
         """Join datasets of the same domain, action spec and state dim, merging the string tables.
 
         ``provenance`` defaults to the common provenance if all inputs share it, else to
-        ``{"concatenated_from": [p0, p1, ...]}``.
+        ``{"concatenated_from": [p0, p1, ...]}``. Only the confidence sources every input has
+        are kept.
         """
         datasets = list(datasets)
         if not datasets:
@@ -258,6 +281,10 @@ class RolloutDataset:
             action_spec=spec,
             provenance=dict(provenance),
             dropped_nonfinite=sum(d.dropped_nonfinite for d in datasets),
+            confidence={
+                name: np.concatenate([np.asarray(d.confidence[name]) for d in datasets])
+                for name in sorted(set.intersection(*(set(d.confidence) for d in datasets)))
+            },
         )
 
     # ---------------------------------------------------------------------------- accessors
@@ -312,6 +339,7 @@ class RolloutDataset:
             level=LEVELS[int(self.episode_level[i])],
             source=SOURCES[int(self.episode_source[i])],
             success=bool(self.episode_success[i]),
+            confidence={name: np.array(c[t0:t1]) for name, c in self.confidence.items()},
         )
 
     def __iter__(self):
@@ -364,7 +392,13 @@ class RolloutDataset:
             episode_success=np.asarray(self.episode_success)[idx],
             action_spec=dict(self.action_spec),
             provenance=dict(self.provenance),
+            confidence={name: np.asarray(c)[t_idx] for name, c in self.confidence.items()},
         )
+
+    def with_confidence(self, name: str, values: np.ndarray) -> RolloutDataset:
+        """A copy whose confidence source ``name`` is ``values`` (``(N,)``; added or replaced;
+        checked when the dataset is validated or saved)."""
+        return dataclasses.replace(self, confidence={**self.confidence, name: np.asarray(values)})
 
     def summary(self) -> str:
         """A short multi-line human-readable description."""
@@ -397,6 +431,9 @@ class RolloutDataset:
             f"state dim: {self.state_dim}",
             f"action spec: {spec_txt}",
         ]
+        for name, values in sorted(self.confidence.items()):
+            mean = f"mean {float(np.mean(values)):.3f}" if n else "empty"
+            lines.append(f"confidence {name}: {mean}")
         if self.dropped_nonfinite:
             lines.append(f"dropped (non-finite): {self.dropped_nonfinite}")
         return "\n".join(lines)

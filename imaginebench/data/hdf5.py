@@ -16,6 +16,7 @@ from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.schema import (
     ARRAY_KINDS,
     COMPRESSED,
+    CONFIDENCE_GROUP,
     FORMAT_NAME,
     INT_KINDS,
     LEVELS,
@@ -73,6 +74,11 @@ def _write_payload(h5: h5py.File, ds: RolloutDataset) -> None:
         _create_array(h5, name, getattr(ds, name))
     for name in STRING_TABLES:
         _create_strings(h5, name, getattr(ds, name))
+    if ds.confidence:
+        group = h5.create_group(CONFIDENCE_GROUP)
+        for name, values in ds.confidence.items():
+            compression = {"compression": "gzip", "compression_opts": 4, "shuffle": True}
+            group.create_dataset(name, data=values, **(compression if values.size else {}))
 
 
 def save_dataset(
@@ -206,12 +212,25 @@ def _remap(src: str, name: str, ids: np.ndarray, lut: np.ndarray | None, attr: s
     return lut[ids64]
 
 
+def _confidence_datasets(h5: h5py.File, src: str, version: int) -> list[str]:
+    """Paths of the confidence datasets (``confidence/<source>``; none before version 2)."""
+    if version < 2 or CONFIDENCE_GROUP not in h5:
+        return []
+    group = h5[CONFIDENCE_GROUP]
+    if not isinstance(group, h5py.Group):
+        raise DatasetError(
+            src, f"'{CONFIDENCE_GROUP}' must be a group of datasets, found {type(group).__name__}"
+        )
+    return [f"{CONFIDENCE_GROUP}/{name}" for name in sorted(group)]
+
+
 def _check_declared_shapes(
-    h5: h5py.File, src: str, state_dim: int, action_spec: dict[str, Any]
+    h5: h5py.File, src: str, state_dim: int, action_spec: dict[str, Any], extra: list[str]
 ) -> None:
     """Check the declared shapes against the root attributes and the stored bytes before any
     array is read, so a small file cannot make the loader allocate a huge array."""
-    dsets = {name: _get_dataset(h5, src, name) for name in (*ARRAY_KINDS, *STRING_TABLES)}
+    names = (*ARRAY_KINDS, *STRING_TABLES, *extra)
+    dsets = {name: _get_dataset(h5, src, name) for name in names}
     for name, dset in dsets.items():
         declared, stored = dset.size * dset.dtype.itemsize, dset.id.get_storage_size()
         if declared > _MAX_EXPANSION * stored + _EXPANSION_SLACK:
@@ -258,13 +277,17 @@ def _load_open(h5: h5py.File, src: str, nonfinite: NonFinite) -> RolloutDataset:
     level_lut = _enum_lut(src, "levels", _read_json_attr(h5, src, "levels"), LEVELS)
     source_lut = _enum_lut(src, "sources", _read_json_attr(h5, src, "sources"), SOURCES)
 
-    _check_declared_shapes(h5, src, state_dim, action_spec)
+    confidence_paths = _confidence_datasets(h5, src, version)
+    _check_declared_shapes(h5, src, state_dim, action_spec, confidence_paths)
     arrays: dict[str, np.ndarray] = {}
     for name, kinds in ARRAY_KINDS.items():
         if name == "actions":
             kinds = INT_KINDS if action_spec["type"] == "discrete" else "f"
         arrays[name] = _read_array(h5, src, name, kinds)
     tables = {name: _read_strings(h5, src, name) for name in STRING_TABLES}
+    confidence = {
+        path.split("/", 1)[1]: _read_array(h5, src, path, "f") for path in confidence_paths
+    }
 
     arrays["episode_level"] = _remap(
         src, "episode_level", arrays["episode_level"], level_lut, "levels"
@@ -273,7 +296,12 @@ def _load_open(h5: h5py.File, src: str, nonfinite: NonFinite) -> RolloutDataset:
         src, "episode_source", arrays["episode_source"], source_lut, "sources"
     )
     raw = RolloutDataset(
-        **arrays, **tables, domain=domain, action_spec=action_spec, provenance=provenance
+        **arrays,
+        **tables,
+        domain=domain,
+        action_spec=action_spec,
+        provenance=provenance,
+        confidence=confidence,
     )
     return validate(raw, source_name=src, nonfinite=nonfinite)
 

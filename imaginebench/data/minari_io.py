@@ -9,7 +9,8 @@
   ``terminations`` and ``truncations`` (same dtypes, bit for bit); ``infos`` is empty;
 * the per-episode ``instruction``, ``task`` (the task spec JSON), ``level``, ``source`` and
   ``success`` go into the Minari *episode metadata* (attributes of the episode's HDF5 group,
-  read with ``dataset.storage.get_episode_metadata([i])``), one string or bool per episode;
+  read with ``dataset.storage.get_episode_metadata([i])``), one string or bool per episode,
+  and each confidence source's ``(T,)`` float32 values as ``confidence.<source>``;
 * the file's domain, action spec, provenance, state dim and string tables (their order, so the
   ids come back identical) go into the dataset metadata under ``"imaginebench"``;
 * the environment spec is the domain's gymnasium id with ``kwargs={"level": level}``, so
@@ -195,6 +196,12 @@ def _differences(a: RolloutDataset, b: RolloutDataset) -> list[str]:
     for name in ("instructions", "tasks", "domain"):
         if getattr(a, name) != getattr(b, name):
             out.append(name)
+    if a.confidence.keys() != b.confidence.keys() or any(
+        a.confidence[k].dtype != b.confidence[k].dtype
+        or not np.array_equal(a.confidence[k], b.confidence[k])
+        for k in a.confidence
+    ):
+        out.append("confidence")
     for name in ("action_spec", "provenance"):
         if _sorted_json(getattr(a, name)) != _sorted_json(getattr(b, name)):
             out.append(name)
@@ -289,8 +296,9 @@ def export_minari(
             "level": LEVELS[int(ds.episode_level[i])],
             "source": SOURCES[int(ds.episode_source[i])],
             "success": np.bool_(ds.episode_success[i]),
+            **{f"confidence.{name}": values[t] for name, values in ds.confidence.items()},
         }
-        for i in range(len(ds))
+        for i, t, _ in _episode_slices(ds)
     ]
     ours = {
         "format": FORMAT_NAME,
@@ -301,6 +309,7 @@ def export_minari(
         "provenance": ds.provenance,
         "instructions": list(ds.instructions),
         "tasks": list(ds.tasks),
+        "confidence_sources": sorted(ds.confidence),
         "env_level": env_level,
         # rows outside the environment's space (imagined states can be): the dataset's space
         # is then the environment's Box without bounds
@@ -375,7 +384,6 @@ def export_minari(
 
     namespace = parse_dataset_id(dataset_id)[0]
     if namespace is not None:
-
         with _datasets_root(root):
             if namespace not in list_local_namespaces():
                 create_namespace(namespace)
@@ -493,6 +501,12 @@ def _read(md: Any, src: str) -> RolloutDataset:
             raise DatasetError(src, f"Minari metadata '{METADATA_KEY}.{name}' holds non-strings")
         tables[name] = table
     lookup = {name: {s: k for k, s in enumerate(t)} for name, t in tables.items()}
+    sources = ours.get("confidence_sources", [])  # absent in exports of schema version 1
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise DatasetError(
+            src, f"Minari metadata '{METADATA_KEY}.confidence_sources' is {sources!r}"
+        )
+    confidence: dict[str, list[np.ndarray]] = {name: [] for name in sources}
     if not isinstance(md.observation_space, gym.spaces.Box) or md.observation_space.shape != (
         state_dim,
     ):
@@ -547,6 +561,13 @@ def _read(md: Any, src: str) -> RolloutDataset:
         if not isinstance(meta["success"], (bool, np.bool_)):
             raise DatasetError(src, f"{where}: success is {meta['success']!r}, not a boolean")
         success.append(bool(meta["success"]))
+        for name in sources:
+            values = np.asarray(meta.get(f"confidence.{name}", np.zeros(0)))
+            if values.shape != (t,):
+                raise DatasetError(
+                    src, f"{where}: episode metadata confidence.{name} is not {t} values"
+                )
+            confidence[name].append(values)
         states.append(obs)
         actions.append(act)
         rewards.append(np.asarray(ep.rewards))
@@ -576,6 +597,7 @@ def _read(md: Any, src: str) -> RolloutDataset:
         domain=domain,
         action_spec=action_spec,
         provenance=provenance,
+        confidence={name: cat(parts, (), np.float32) for name, parts in confidence.items()},
     )
     return validate(raw, source_name=src, nonfinite="raise")
 

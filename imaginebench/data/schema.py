@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from typing import Any, Literal
@@ -19,8 +20,9 @@ import numpy as np
 from imaginebench.envs.base import LEVELS  # noqa: F401  (the levels a file may name)
 
 FORMAT_NAME = "imaginebench-rollouts"
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+SCHEMA_VERSION = 2
+#: Version 2 added the optional ``confidence`` group; version 1 files load without it.
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 SOURCES: tuple[str, ...] = ("real", "imaginary")
 
 NonFinite = Literal["raise", "drop"]
@@ -52,6 +54,11 @@ ROOT_ATTRS = (
     "sources",
 )
 COMPRESSED = ("states", "actions", "rewards")  # written with compression
+#: Optional group (schema version >= 2) holding one ``(N,)`` float dataset per confidence
+#: source (e.g. ``confidence/likelihood``): how far each transition may be trusted, in [0, 1].
+CONFIDENCE_GROUP = "confidence"
+#: Names of confidence sources: lower-case letters, digits and underscores.
+CONFIDENCE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 KIND_NAMES = {  # numpy dtype kinds in words, for error messages
     "f": "floating point",
     "i": "signed integer",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,8 @@ import numpy as np
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.schema import (
     ARRAY_KINDS,
+    CONFIDENCE_GROUP,
+    CONFIDENCE_NAME,
     INT_KINDS,
     KIND_NAMES,
     LEVELS,
@@ -66,6 +69,37 @@ def _check_table(source: str, name: str, table: Any) -> list[str]:
     return table
 
 
+def _check_confidence(source: str, confidence: Any, n: int) -> dict[str, np.ndarray]:
+    """The confidence arrays as float32, sorted by source name: each named like an identifier,
+    a float array of one value per transition, every value finite and in [0, 1]."""
+    if not isinstance(confidence, Mapping):
+        raise DatasetError(source, "'confidence' must map source names to (N,) arrays")
+    out = {}
+    for name, values in confidence.items():
+        if not isinstance(name, str) or not CONFIDENCE_NAME.match(name):
+            raise DatasetError(
+                source,
+                f"confidence source name {name!r} must be lower-case letters, digits and "
+                "underscores, starting with a letter",
+            )
+        where = f"{CONFIDENCE_GROUP}/{name}"
+        arr = np.asarray(values)
+        _check_kind(source, where, arr, "f")
+        _check_shape(source, where, arr, (n,), "one per transition")
+        arr = arr.astype(np.float32, copy=False)
+        bad = np.flatnonzero(~((arr >= 0.0) & (arr <= 1.0)))  # NaN fails both comparisons
+        if bad.size:
+            first = float(arr[bad[0]])
+            raise DatasetError(
+                source,
+                f"dataset '{where}' has {bad.size} value(s) that are NaN, infinite or outside "
+                f"[0, 1] (first: transition {int(bad[0])}: {first}); a confidence is a finite "
+                "number in [0, 1] (recompute it with imaginebench score-imaginary)",
+            )
+        out[name] = arr
+    return dict(sorted(out.items()))
+
+
 def validate(
     ds: RolloutDataset, *, source_name: str = "<in-memory dataset>", nonfinite: NonFinite = "raise"
 ) -> RolloutDataset:
@@ -74,6 +108,7 @@ def validate(
     Raises :class:`DatasetError` (message prefixed by ``source_name``) on the first violation.
     With ``nonfinite="drop"``, episodes containing NaN/inf in states, actions or rewards are
     removed (count added to ``dropped_nonfinite``, a warning is logged) instead of raising.
+    Confidence values must be finite and in [0, 1] either way.
     """
     src = str(source_name)
     if nonfinite not in ("raise", "drop"):
@@ -204,6 +239,8 @@ def validate(
                 f"{int(off[k + 1]) - 1})",
             )
 
+    confidence = _check_confidence(src, ds.confidence, n)
+
     # ---- discrete action range
     if discrete and n:
         a64 = actions.astype(np.int64)
@@ -236,6 +273,7 @@ def validate(
         action_spec=spec,
         provenance=dict(ds.provenance),
         dropped_nonfinite=int(ds.dropped_nonfinite),
+        confidence=confidence,
     )
 
     # ---- non-finite values (checked after the float32 cast, which may overflow to inf)

@@ -6,10 +6,12 @@ from imaginebench.data.collect import CollectConfig
 from imaginebench.datamodules.grounding import GroundingDataModule
 from imaginebench.datamodules.real_imaginary import RealImaginaryDataModule
 from imaginebench.datamodules.rollout import RolloutDataModule
+from imaginebench.datamodules.weighting import ImaginaryWeighting
 
 __all__ = [
     "CollectConfig",
     "GroundingDataModule",
+    "ImaginaryWeighting",
     "PreparedBatch",
     "RealImaginaryDataModule",
     "RolloutData",

@@ -1,8 +1,9 @@
 """In-memory transition buffers: compact tensors, batches gathered with a few index ops.
 
 A buffer stores each state once (episodes are contiguous, so a transition's next state is the
-row after its state) plus per-transition action, reward, done flag and instruction id. Nothing
-per-step is derived on the fly except two gathers, so sampling costs microseconds.
+row after its state) plus per-transition action, reward, done flag, instruction id and, when
+they are not all 1, loss weights. Nothing per-step is derived on the fly except two gathers,
+so sampling costs microseconds.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ class TransitionBuffer:
     """Transitions of one pool of episodes; each keeps its source (0 real, 1 imaginary)."""
 
     states: Tensor  # (S, D) float32
-    data: (
-        TensorDict  # (N,): state_index i32, action, reward f32, done, instruction_id i32, source u8
-    )
+    # (N,): state_index i32, action, reward f32, done, instruction_id i32, source u8 and, if
+    # given, weight f32 (otherwise every transition weighs 1)
+    data: TensorDict
 
     @classmethod
     def from_dataset(
-        cls, dataset: RolloutDataset, instruction_ids: np.ndarray
+        cls, dataset: RolloutDataset, instruction_ids: np.ndarray, weight: np.ndarray | None = None
     ) -> "TransitionBuffer":
-        """Pack a dataset; ``instruction_ids`` maps its instruction table to global ids."""
+        """Pack a dataset; ``instruction_ids`` maps its instruction table to global ids and
+        ``weight`` gives each transition's loss weight (default 1)."""
         state_idx, _ = dataset.transition_indices()
         episode = dataset.transition_episodes()
         if dataset.is_discrete:
@@ -53,7 +55,14 @@ class TransitionBuffer:
             },
             batch_size=[dataset.num_transitions],
         )
+        if weight is not None:
+            data["weight"] = torch.as_tensor(np.asarray(weight, dtype=np.float32))
         return cls(torch.as_tensor(dataset.states, dtype=torch.float32), data)
+
+    def select(self, keep: np.ndarray) -> TransitionBuffer:
+        """The buffer of the transitions where ``keep`` (``(N,)`` bool) holds."""
+        rows = torch.as_tensor(np.flatnonzero(keep))
+        return TransitionBuffer(self.states, self.data[rows])
 
     def __len__(self) -> int:
         return int(self.data.batch_size[0])
@@ -75,6 +84,7 @@ class TransitionBuffer:
             "done": d["done"][index],
             "instruction_id": d["instruction_id"][index].long(),
             "source": d["source"][index],
+            "weight": d["weight"][index] if "weight" in d else torch.ones(index.shape),
         }
 
 

@@ -20,6 +20,7 @@ from imaginebench.datamodules.sources import (
     load_real_dataset,
     real_dataset_path,
 )
+from imaginebench.datamodules.weighting import ImaginaryWeighting, check_confidence_source
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,9 @@ class RealImaginaryDataModule(RolloutDataModule):
             in :attr:`usage`, which ``results.json`` records.
         updates_per_batch: consecutive batches handed to the trainer at once, one gradient
             update each (as in :class:`RolloutDataModule`; default 8).
+        imaginary_weighting: loss weights of imaginary transitions from a confidence source
+            stored in the imaginary files (``source``, ``power``, ``threshold``; as in
+            :class:`RolloutDataModule`; default: every transition weighs 1).
     """
 
     def __init__(
@@ -67,10 +71,18 @@ class RealImaginaryDataModule(RolloutDataModule):
         state_margin: float = 0.05,
         updates_per_batch: int = 8,
         imaginary_optional: bool = False,
+        imaginary_weighting: ImaginaryWeighting | Mapping[str, Any] | None = None,
     ) -> None:
         collect = as_config(collect, CollectConfig, "collect")
+        imaginary_weighting = as_config(
+            imaginary_weighting, ImaginaryWeighting, "imaginary_weighting"
+        )
         super().__init__(
-            ratio=ratio, batch_size=batch_size, seed=seed, updates_per_batch=updates_per_batch
+            ratio=ratio,
+            batch_size=batch_size,
+            seed=seed,
+            updates_per_batch=updates_per_batch,
+            imaginary_weighting=imaginary_weighting,
         )
         self.save_hyperparameters()  # after the conversion: records the CollectConfig
         self.spec = domain_spec(domain)
@@ -117,6 +129,8 @@ class RealImaginaryDataModule(RolloutDataModule):
                 }
             )
             if kept:
+                if not self.imaginary_weighting.uniform:
+                    check_confidence_source(d, self.imaginary_weighting.source, str(path))
                 imaginary.append(d)
         self.build(real, imaginary)
         if self.ratio == "pool":
@@ -128,6 +142,7 @@ class RealImaginaryDataModule(RolloutDataModule):
             "real": {"file": str(real_path), "episodes": len(real)},
             "imaginary": files,
             "effective_ratio": effective,
+            "imaginary_weighting": self.weighting_usage,
         }
         log.info(self.describe())
 

@@ -10,7 +10,7 @@ datasets come from (files, collection, environment checks) is the subclasses' bu
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
 import lightning as L
@@ -20,9 +20,11 @@ from tensordict import TensorDict
 from torch import Tensor
 
 from imaginebench.batch import TRANSITION_KEYS, Source, TransitionBatch
+from imaginebench.config import as_config
 from imaginebench.data.format import RolloutDataset
 from imaginebench.datamodules.buffer import TransitionBuffer
 from imaginebench.datamodules.stream import MixedBatches, TrainerStream
+from imaginebench.datamodules.weighting import ImaginaryWeighting, imaginary_weights
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,9 @@ Ratio = float | Literal["pool"]
 
 class RolloutDataModule(L.LightningDataModule):
     """Real and imaginary datasets in memory, served as training batches in which a fraction
-    ``ratio`` comes from the imaginary pool.
+    ``ratio`` comes from the imaginary pool. Every transition carries a loss ``weight``: 1 for
+    real ones; for imaginary ones 1 or, with ``imaginary_weighting``, a function of their
+    stored confidence (those below its threshold are never sampled).
 
     Batch ``k`` is a pure function of ``(seed, k)``: a run resumed at step ``k`` sees the batches
     an uninterrupted run would. Under DDP every step draws one global batch of ``batch_size *
@@ -55,6 +59,9 @@ class RolloutDataModule(L.LightningDataModule):
             per-batch overhead is paid once per ``K`` updates (default 8; 1 hands over
             single batches). Training still stops at exactly ``max_steps``; step-interval
             checkpoints must be multiples of ``K`` (checked).
+        imaginary_weighting: loss weights of imaginary transitions from one of their
+            confidence sources (:class:`ImaginaryWeighting` or a dict of its fields:
+            ``source``, ``power``, ``threshold``); default: every transition weighs 1.
     """
 
     def __init__(
@@ -65,6 +72,7 @@ class RolloutDataModule(L.LightningDataModule):
         batch_size: int = 256,
         seed: int = 0,
         updates_per_batch: int = 8,
+        imaginary_weighting: ImaginaryWeighting | Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if ratio != "pool" and not (isinstance(ratio, (int, float)) and 0.0 <= ratio <= 1.0):
@@ -75,6 +83,11 @@ class RolloutDataModule(L.LightningDataModule):
             raise ValueError(f"updates_per_batch must be >= 1, got {updates_per_batch}")
         self.ratio, self.batch_size, self.seed = ratio, batch_size, seed
         self.updates_per_batch = updates_per_batch
+        self.imaginary_weighting = (
+            as_config(imaginary_weighting, ImaginaryWeighting, "imaginary_weighting")
+            or ImaginaryWeighting()
+        )
+        self.weighting_usage: dict[str, Any] = {}
         self.real_dataset = real
         if isinstance(imaginary, RolloutDataset):
             imaginary = [imaginary]
@@ -107,16 +120,38 @@ class RolloutDataModule(L.LightningDataModule):
         def ids(d: RolloutDataset) -> np.ndarray:
             return np.array([table[s] for s in d.instructions], dtype=np.int64)
 
+        weighting = self.imaginary_weighting
+        parts = [
+            imaginary_weights(d, weighting, f"imaginary dataset {k}")
+            for k, d in enumerate(imaginary)
+        ]
+        weight = np.concatenate([w for w, _ in parts]) if parts else np.zeros(0, np.float32)
+        keep = np.concatenate([k for _, k in parts]) if parts else np.zeros(0, bool)
+        self.weighting_usage = {
+            "source": weighting.source,
+            "power": weighting.power,
+            "threshold": weighting.threshold,
+            "imaginary_transitions": len(keep),
+            "removed_below_threshold": int((~keep).sum()),
+            "mean_weight_kept": float(weight[keep].mean()) if keep.any() else None,
+        }
+
+        def buffer(d: RolloutDataset, w: np.ndarray, k: np.ndarray) -> TransitionBuffer:
+            packed = TransitionBuffer.from_dataset(d, ids(d), None if weighting.uniform else w)
+            return packed if k.all() else packed.select(k)
+
         if self.ratio == "pool":
             pooled = RolloutDataset.concatenate([real, *imaginary]) if imaginary else real
-            self.real = TransitionBuffer.from_dataset(pooled, ids(pooled))
+            ones = np.ones(real.num_transitions)
+            self.real = buffer(pooled, np.r_[ones, weight], np.r_[ones.astype(bool), keep])
             return
         self.real = TransitionBuffer.from_dataset(real, ids(real))
-        if imaginary:
+        if imaginary and keep.any():
             pool = RolloutDataset.concatenate(imaginary) if len(imaginary) > 1 else imaginary[0]
-            self.imaginary = TransitionBuffer.from_dataset(pool, ids(pool))
+            self.imaginary = buffer(pool, weight, keep)
         elif self.ratio > 0:
-            log.warning("no imaginary data available: training on real data only")
+            why = "below the confidence threshold" if imaginary else "available"
+            log.warning("no imaginary data %s: training on real data only", why)
 
     def _buffers(self, source: Source) -> list[TransitionBuffer]:
         if source not in ("all", "real", "imaginary"):

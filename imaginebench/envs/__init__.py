@@ -83,6 +83,7 @@ DOMAINS: dict[str, Domain] = {
     "metaworld": _domain(
         "metaworld", "imaginebench/MetaWorld-v0", "metaworld", "MetaWorld", renderer=True
     ),
+    "libero": _domain("libero", "imaginebench/LIBERO-v0", "libero", "Libero"),
 }
 
 
@@ -137,6 +138,13 @@ if "imaginebench/MetaWorld-v0" not in gym.registry:
     gym.register(
         id="imaginebench/MetaWorld-v0",
         entry_point="imaginebench.envs.metaworld.env:MetaWorldEnv",
+        disable_env_checker=True,
+    )
+
+if "imaginebench/LIBERO-v0" not in gym.registry:
+    gym.register(
+        id="imaginebench/LIBERO-v0",
+        entry_point="imaginebench.envs.libero.env:LiberoEnv",
         disable_env_checker=True,
     )
 

@@ -25,6 +25,7 @@ TASK_MODULES: tuple[str, ...] = (
     "imaginebench.envs.babyai.tasks",
     "imaginebench.envs.halfcheetah.tasks",
     "imaginebench.envs.metaworld.tasks",
+    "imaginebench.envs.libero.tasks",
 )
 SPLITS = ("data", "eval")
 

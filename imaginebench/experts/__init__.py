@@ -1,4 +1,4 @@
-"""Experts that act in the simulators: scripted (CLEVR, BabyAI, Meta-World) and learned
+"""Experts that act in the simulators: scripted (CLEVR, BabyAI, Meta-World, LIBERO) and learned
 (HalfCheetah).
 
 Every expert follows one contract, :class:`Expert`: ``act(env)`` reads the live (reset) env and
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from imaginebench.experts.babyai import BabyAIExpert
     from imaginebench.experts.clevr import ClevrExpert
     from imaginebench.experts.halfcheetah import HalfCheetahExpert, train_skill
+    from imaginebench.experts.libero import LiberoExpert
     from imaginebench.experts.metaworld import MetaWorldExpert
     from imaginebench.experts.online_sac import OnlineSACConfig, train_online_sac
 
@@ -37,6 +38,7 @@ EXPERTS: dict[str, str] = {
     "babyai": "imaginebench.experts.babyai:BabyAIExpert",
     "halfcheetah": "imaginebench.experts.halfcheetah:HalfCheetahExpert",
     "metaworld": "imaginebench.experts.metaworld:MetaWorldExpert",
+    "libero": "imaginebench.experts.libero:LiberoExpert",
 }
 
 # domain -> version of what its expert collects. Bump it when a change to the expert (or to the
@@ -53,6 +55,7 @@ _LAZY: dict[str, str] = {
     "BabyAIExpert": "imaginebench.experts.babyai",
     "HalfCheetahExpert": "imaginebench.experts.halfcheetah",
     "MetaWorldExpert": "imaginebench.experts.metaworld",
+    "LiberoExpert": "imaginebench.experts.libero",
     "train_skill": "imaginebench.experts.halfcheetah",
     "OnlineSACConfig": "imaginebench.experts.online_sac",
     "train_online_sac": "imaginebench.experts.online_sac",
@@ -86,6 +89,7 @@ __all__ = [
     "ClevrExpert",
     "Expert",
     "HalfCheetahExpert",
+    "LiberoExpert",
     "MetaWorldExpert",
     "OnlineSACConfig",
     "expert_class",

@@ -14,8 +14,11 @@ one-step action lag) and yields the same rollouts; it exists for tests and the b
 A rollout stops when its task's success function holds on the imagined states, at the
 horizon, or (with a legality rule) at its first state that breaks the domain's rules —
 unless a redrawn action (``illegal_retries``: the cache is rewound to before the action and
-only the offending rows sample again) leads to a legal one; finished rollouts leave the batch. Each rollout carries the LM's log-likelihood of its actions
-(summed over steps), so candidates can be ranked by the model's own belief. A module
+only the offending rows sample again) leads to a legal one; finished rollouts leave the batch.
+Each rollout carries the LM's log-likelihood of its actions (summed over steps), so candidates
+can be ranked by the model's own belief, and per step the log-likelihood of the whole step
+(its action, plus its next state under a categorical state head): the likelihood confidence
+(:mod:`~imaginebench.imagination.confidence`). A module
 fine-tuned on windows of W transitions decodes W transitions per prompt, then prompts again
 ("Trajectory from step t:") from the last imagined state.
 """
@@ -23,7 +26,7 @@ fine-tuned on windows of W transitions decodes W transitions per prompt, then pr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import numpy as np
@@ -45,8 +48,9 @@ class DecodingConfig:
 
     Args:
         strategy: ``greedy`` (argmax action) or ``sample`` (softmax with ``temperature``).
-            States are always the state head's prediction; continuous actions are always the
-            action head's prediction, clipped to the action bounds.
+            States are the state head's prediction (or the ``dynamics`` model's, see
+            :class:`Imaginer`); continuous actions are always the action head's prediction,
+            clipped to the action bounds.
         temperature: softmax temperature of sampled discrete actions.
         batch_size: rollouts decoded together.
         use_cache: KV-cached decoding (``False``: full re-forward per slot; same result).
@@ -81,6 +85,9 @@ class ImaginedRollout:
     illegal: bool = False  # stopped at a state that breaks the domain's rules
     log_likelihood: float = 0.0  # of the discrete actions under the LM (0 for continuous ones)
     redrawn: int = 0  # actions redrawn because their imagined next state was illegal
+    #: (T,) per step: log-likelihood of the action and (categorical state head) of the next
+    #: state under the LM; zeros when the model gives none (continuous actions, regression).
+    step_log_likelihoods: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 class _Sequences:
@@ -159,6 +166,9 @@ class Imaginer:
         illegal_retries: with ``legal`` and sampled discrete actions, an action whose
             imagined next state breaks the rules is redrawn (the LM's cache rewound to before
             it) up to this many times before the rollout stops as illegal.
+        dynamics: ``(states (B, D), actions) -> next states (B, D)``, a model of the domain's
+            dynamics learned from real data (never the simulator); when given, it advances the
+            state and the LM only chooses the actions (its state head's prediction is unused).
     """
 
     def __init__(
@@ -169,8 +179,10 @@ class Imaginer:
         integer_states: bool = False,
         legal: Callable[[np.ndarray], np.ndarray] | None = None,
         illegal_retries: int = 0,
+        dynamics: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
+        self.dynamics = dynamics
         self.module = module
         self.integer_states = integer_states
         self.legal = legal
@@ -252,15 +264,21 @@ class Imaginer:
         previous: Tensor | None,
         redo: Tensor | None = None,
         kept: list[Tensor] | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, list[Tensor]]:
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, list[Tensor]]:
         """One imagined transition of every row: action, hidden state after it, next state,
-        the action's log-likelihood and its word choices (see :meth:`_act`)."""
+        the action's log-likelihood, the next state's (zeros for a regression head) and the
+        action's word choices (see :meth:`_act`)."""
         action, hidden, log_likelihood, choices = self._act(seq, current, previous, redo, kept)
         heads = self.model.with_context(hidden, current, action)
-        next_state = self.model.next_state(heads, current)
+        if self.dynamics is None:
+            next_state = self.model.next_state(heads, current)
+        else:
+            predicted = self.dynamics(current.float().cpu().numpy(), action.cpu().numpy())
+            next_state = torch.as_tensor(predicted, dtype=current.dtype, device=current.device)
         if self.integer_states:
             next_state = next_state.round()
-        return action, hidden, next_state, log_likelihood, choices
+        state_log_likelihood = self.model.state_log_likelihood(heads, next_state, current)
+        return action, hidden, next_state, log_likelihood, state_log_likelihood, choices
 
     def _choose(self, prediction: Tensor) -> Tensor:
         if not self.discrete:
@@ -296,13 +314,14 @@ class Imaginer:
         diverged = [False] * n
         illegal = [False] * n
         log_likelihood = np.zeros(n)
+        step_log_likelihoods: list[list[float]] = [[] for _ in specs]
         redrawn = np.zeros(n, dtype=np.int64)
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
         previous: Tensor | None = None  # the last action in the current prompt
         for t in range(horizon):
             before = seq.mark()
-            action, hidden, next_state, step_log_likelihood, choices = self._step(
+            action, hidden, next_state, action_ll, state_ll, choices = self._step(
                 seq, current, previous
             )
             values = next_state.cpu().numpy()
@@ -314,18 +333,20 @@ class Imaginer:
                 for row in np.flatnonzero(~legal):
                     redrawn[int(active[row])] += 1
                 seq.rewind(before)
-                action, hidden, next_state, step_log_likelihood, choices = self._step(
+                action, hidden, next_state, action_ll, state_ll, choices = self._step(
                     seq, current, previous, redo, choices
                 )
                 values = next_state.cpu().numpy()
                 legal = self.legal(values)
             chosen = action.cpu().numpy()
-            step_ll = step_log_likelihood.cpu().numpy()
+            action_ll_values = action_ll.cpu().numpy()
+            step_ll = (action_ll + state_ll).cpu().numpy()
             finished = []
             for row, index in enumerate(active.tolist()):
                 actions[index].append(chosen[row])
                 states[index].append(values[row])
-                log_likelihood[index] += step_ll[row]
+                log_likelihood[index] += action_ll_values[row]
+                step_log_likelihoods[index].append(float(step_ll[row]))
                 if not np.all(np.isfinite(values[row])) or np.abs(values[row]).max() > (
                     self.decoding.max_abs_state
                 ):
@@ -367,13 +388,19 @@ class Imaginer:
                 illegal[i],
                 float(log_likelihood[i]),
                 int(redrawn[i]),
+                np.asarray(step_log_likelihoods[i], dtype=np.float64),
             )
             for i, spec in enumerate(specs)
         ]
 
 
-def to_episode(rollout: ImaginedRollout, rewards: np.ndarray) -> Episode:
-    """An imaginary :class:`Episode` (terminated on success, else truncated)."""
+def to_episode(
+    rollout: ImaginedRollout,
+    rewards: np.ndarray,
+    confidence: dict[str, np.ndarray] | None = None,
+) -> Episode:
+    """An imaginary :class:`Episode` (terminated on success, else truncated) with the given
+    confidence per step (source name -> ``(T,)``)."""
     spec = rollout.spec
     return Episode(
         states=rollout.states,
@@ -386,4 +413,5 @@ def to_episode(rollout: ImaginedRollout, rewards: np.ndarray) -> Episode:
         level=spec.level,
         source="imaginary",
         success=rollout.success,
+        confidence=dict(confidence or {}),
     )

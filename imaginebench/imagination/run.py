@@ -3,8 +3,10 @@
 For every rollout an episode (task, unseen instruction, real initial state) is drawn from the
 level's task suite — the same generator that starts real episodes, on the data split — and the
 fine-tuned LM imagines the rest. Rollouts are rewarded by the domain's reward function, judged
-by the task's success function, written atomically as an imaginary dataset with provenance,
-and scored by the quality report (printed and saved beside the dataset).
+by the task's success function, given their confidence per transition (the LM's likelihood of
+each step where the model has one; with ``ensemble_confidence`` also the dynamics ensemble's,
+see :mod:`~imaginebench.imagination.confidence`), written atomically as an imaginary dataset
+with provenance, and scored by the quality report (printed and saved beside the dataset).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -29,9 +31,16 @@ from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import file_sha256
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import Level, action_spec_of, check_level
+from imaginebench.imagination.confidence import (
+    ENSEMBLE,
+    LIKELIHOOD,
+    EnsembleConfig,
+    likelihood_confidence,
+)
 from imaginebench.imagination.decoder import DecodingConfig, Imaginer, to_episode
 from imaginebench.imagination.filters import FilterConfig, real_horizon, select
 from imaginebench.imagination.quality import QualityReport, format_table, quality_report
+from imaginebench.imagination.score import fit_ensemble_on, with_confidence
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +57,9 @@ def imagine_level(
     filters: FilterConfig | Mapping[str, Any] | None = None,
     overwrite: bool = False,
     progress: bool = True,
+    ensemble_confidence: bool = False,
+    ensemble: EnsembleConfig | Mapping[str, Any] | None = None,
+    state_model: Literal["lm", "ensemble"] = "lm",
 ) -> tuple[RolloutDataset, QualityReport]:
     """Imagine ``rollouts`` episodes of ``level`` with the grounding checkpoint; write ``out``.
 
@@ -65,6 +77,12 @@ def imagine_level(
             how many rollouts each removed goes into the provenance and the quality report.
         overwrite: replace an existing output file.
         progress: show a progress bar.
+        ensemble_confidence: also write the ``ensemble`` confidence, from a dynamics ensemble
+            fitted on the real data the checkpoint was fine-tuned on (tens of seconds).
+        ensemble: that ensemble's settings (:class:`EnsembleConfig` or a dict of its fields).
+        state_model: what advances the imagined state: ``lm`` (the grounded LM's state head,
+            KALM's imagination) or ``ensemble`` (that dynamics ensemble, fitted on the real
+            data; the LM then only chooses the actions). Never the simulator.
     """
     from imaginebench.modules.grounding import GroundingModule
 
@@ -85,6 +103,8 @@ def imagine_level(
         )
     if rollouts < 1:
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
+    if state_model not in ("lm", "ensemble"):
+        raise ValueError(f"state_model must be 'lm' or 'ensemble', got {state_model!r}")
     module = GroundingModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     module.merge_lora()  # inference only: one matmul per projection instead of three
     env = make(domain, level).unwrapped
@@ -109,16 +129,33 @@ def imagine_level(
     spec = get_domain(domain)
     specs = spec.make_suite().episodes(level, rollouts, seed, split="data")
     candidates = [s for s in specs for _ in range(filters.best_of)]
+    scorer = how = None
+    if state_model == "ensemble" or ensemble_confidence:
+        scorer, how = fit_ensemble_on(_real_data_path(checkpoint), ensemble, progress)
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
     imaginer = Imaginer(
-        module, decoding, seed, spec.integer_states, legal, filters.illegal_retries
+        module,
+        decoding,
+        seed,
+        spec.integer_states,
+        legal,
+        filters.illegal_retries,
+        dynamics=scorer.next_states if state_model == "ensemble" else None,
     )
     imagined = imaginer.imagine(candidates, horizon, progress=progress)
     seconds = time.perf_counter() - started
     kept, counts = select(imagined, filters)
-    episodes = [to_episode(r, spec.episode_rewards(r.spec.task, r.states, r.actions)) for r in kept]
+    has_likelihood = module.model.has_likelihood
+    episodes = [
+        to_episode(
+            r,
+            spec.episode_rewards(r.spec.task, r.states, r.actions),
+            {LIKELIHOOD: likelihood_confidence(r.step_log_likelihoods)} if has_likelihood else {},
+        )
+        for r in kept
+    ]
     if not episodes:
         raise ValueError(f"no imagined rollout survived the filters ({counts}); nothing to write")
     hp = module.hparams
@@ -140,11 +177,24 @@ def imagine_level(
             "batch_size": decoding.batch_size,
             "kv_cache": decoding.use_cache,
         },
+        "state_model": state_model
+        if state_model == "lm"
+        else {"ensemble": {k: v for k, v in how.items() if k != "method"}},
         "seconds": round(seconds, 1),
     }
+    if has_likelihood:
+        provenance["confidence"] = {
+            LIKELIHOOD: {
+                "method": "exp(log-likelihood of the step's action and categorical next state "
+                "under the grounded LM), recorded while decoding",
+                "checkpoint": str(checkpoint),
+            }
+        }
     dataset = RolloutDataset.from_episodes(
         episodes, domain=domain, action_spec=action_spec, provenance=provenance
     )
+    if ensemble_confidence:
+        dataset = with_confidence(dataset, ENSEMBLE, scorer.confidence(dataset), how)
     report = quality_report(domain, level, episodes)
     save_dataset(dataset, path, overwrite=overwrite)
     report_path = path.with_suffix(".quality.json")

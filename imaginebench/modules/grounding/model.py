@@ -303,6 +303,55 @@ class GroundedLM(nn.Module):
             return self.denormalize(change)
         return base + change * self.change_std
 
+    @property
+    def has_likelihood(self) -> bool:
+        """Whether a step has a likelihood under the model: its action is discrete or its
+        state head categorical (a regression head's prediction has none)."""
+        return self.discrete or self.state_classes is not None
+
+    def state_log_likelihood(
+        self, hidden: Tensor, state: Tensor, base: Tensor | None, has_base: Tensor | None = None
+    ) -> Tensor:
+        """Log-likelihood of ``state`` under a categorical state head read from ``hidden``
+        (its entries' classes, summed over entries); zeros for a regression head."""
+        if self.state_classes is None:
+            return hidden.new_zeros(hidden.shape[:-1])
+        log_probs = torch.log_softmax(self.state_logits(hidden, base, has_base).float(), -1)
+        classes = self._classes(state)[..., None]
+        return log_probs.gather(-1, classes).squeeze(-1).sum(-1)
+
+    @torch.no_grad()
+    def target_log_likelihoods(self, batch: dict[str, Tensor]) -> Tensor:
+        """``(B, L - 1)``: the log-likelihood of each position's supervised target under
+        teacher forcing (position ``p`` predicts the item at ``p + 1``): a discrete action
+        (or word of one), a state under a categorical head; zero elsewhere (text, regression
+        targets, padding)."""
+        hidden, _ = self.hidden(self.embed(batch), batch["attention_mask"], batch["position_ids"])
+        heads = self.batch_context(hidden[:, :-1], batch)
+        target = batch["target"][:, 1:]
+        out = heads.new_zeros(target.shape)
+        actions = batch["action"][:, 1:]
+        mask = target == ACTION_TARGET
+        if self.discrete and mask.any():
+            if self.action_words is not None:
+                word = batch["word"][:, 1:][mask]
+                table = self.lm.get_output_embeddings().weight
+                logits = self.action_words.all_logits(table, heads[mask], word)
+                chosen = self.action_words.target(actions[mask], word)
+            else:
+                logits, chosen = self.action_out(heads[mask]), actions[mask]
+            log_probs = torch.log_softmax(logits.float(), -1)
+            out[mask] = log_probs.gather(-1, chosen[:, None]).squeeze(-1)
+        mask = target == STATE_TARGET
+        if self.state_classes is not None and mask.any():
+            out[mask] = self.state_log_likelihood(
+                heads[mask],
+                batch["state"][:, 1:][mask],
+                batch["base"][:, 1:][mask],
+                batch["has_base"][:, 1:][mask],
+            )
+        return out
+
     def action_logits(self, hidden: Tensor, word: int = 0) -> Tensor:
         """Action logits (discrete) or the predicted action (continuous); with
         ``action_words``, the logits of the action's word ``word``."""

@@ -16,12 +16,19 @@ nearest-neighbour index or a dynamics model). ``loss_parts`` declares which top-
 each loss term may train; the conformance tests check it. The base class handles manual
 optimisation, instruction embeddings, state normalisation, logging and :meth:`act` for
 evaluation. What it needs from the data module is :class:`~imaginebench.batch.RolloutData`.
+
+Per-transition loss weights (``batch["weight"]``, from the data module's
+``imaginary_weighting``): an algorithm that sets ``weighted_losses = True`` reduces every
+per-sample loss term with :func:`weighted_mean` (or :func:`weighted_loss` for an ``F.*_loss``),
+so a transition of weight 0 has no effect on the update. Uniform weights are dropped in
+:meth:`OfflineRLModule.prepare`, so every loss is then exactly the unweighted one; an algorithm
+that does not weight its losses refuses non-uniform weights.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
 import lightning as L
@@ -42,6 +49,32 @@ _PLAIN_ATTRIBUTES = frozenset({"_current_fx_name", "log_now", "direct_updates"})
 # What the trainer attaches to a module before ``setup``: kept when build_for_data replaces the
 # rest of the module's state with that of a module built for the data's sizes.
 _TRAINER_STATE = ("_trainer", "_fabric", "_current_fx_name", "_device", "_dtype")
+
+
+def weighted_mean(values: Tensor, weight: Tensor | None) -> Tensor:
+    """The mean of per-sample ``values`` (``(B, ...)``), each sample counted ``weight[i]``
+    times: ``sum_i w_i mean(values_i) / sum_i w_i`` (0 when every weight is 0); without
+    weights, ``values.mean()``. Samples of weight 0 leave the result, and its gradient,
+    exactly as if they were not in the batch."""
+    if weight is None:
+        return values.mean()
+    per_sample = values.reshape(len(values), -1).mean(1) if values.dim() > 1 else values
+    weight = weight.to(per_sample.dtype)
+    total = (weight * per_sample).sum()
+    return total / weight.sum().clamp_min(torch.finfo(per_sample.dtype).tiny)
+
+
+def weighted_loss(loss: Callable[..., Tensor], *args: Tensor, weight: Tensor | None) -> Tensor:
+    """``loss(*args)`` (an ``F.*_loss`` with mean reduction) without weights, else its
+    per-sample values (``reduction="none"``) reduced by :func:`weighted_mean`."""
+    if weight is None:
+        return loss(*args)
+    return weighted_mean(loss(*args, reduction="none"), weight)
+
+
+def _uniform(weight: Tensor) -> bool:
+    """All weights equal and positive (then every weighted mean is the plain mean)."""
+    return float(weight[0]) > 0 and torch.equal(weight, weight[:1].expand_as(weight))
 
 
 def frozen(module: nn.Module, *args: Any) -> Any:
@@ -119,6 +152,8 @@ class OfflineRLModule(L.LightningModule):
 
     discrete: bool | None = None  # set by subclasses that support only one action type
     uses_next_state: bool = True  # False skips normalising next states (e.g. BC)
+    # True: every per-sample loss term is reduced with ``weighted_mean`` (see the module doc)
+    weighted_losses: ClassVar[bool] = False
     # Terms of ``losses()`` that sum to ``"loss"``, each with the top-level submodules (or
     # parameters) it may train: ``{"actor_loss": ("actor",), "critic_loss": ("critics",)}``.
     loss_parts: ClassVar[LossParts] = {}
@@ -138,7 +173,8 @@ class OfflineRLModule(L.LightningModule):
         self.automatic_optimization = False
         # Sizes left to the data module: placeholders until build_for_data replaces them.
         self.sizes_from_data = tuple(
-            name for name, value in (("state_dim", state_dim), ("action_spec", action_spec))
+            name
+            for name, value in (("state_dim", state_dim), ("action_spec", action_spec))
             if value is None
         )
         if self.sizes_from_data:  # the real build then initialises like one made now
@@ -270,13 +306,23 @@ class OfflineRLModule(L.LightningModule):
 
     def prepare(self, batch: Mapping[str, Tensor]) -> PreparedBatch:
         """A sampled :class:`~imaginebench.batch.TransitionBatch` (or one row of a stacked
-        one) with normalised states and instruction embeddings (once per unique instruction)."""
+        one) with normalised states and instruction embeddings (once per unique instruction),
+        and its loss weights unless they are all equal."""
         get = batch.get  # plain key lookups: cheaper than iterating the TensorDict
         out = {key: get(key) for key in ("action", "reward", "done", "source")}
         out["state"] = self.normalize(get("state"))
         if self.uses_next_state:
             out["next_state"] = self.normalize(get("next_state"))
         out["instruction"] = self.train_embeddings[get("instruction_id")]
+        weight = get("weight")
+        if weight is not None and not _uniform(weight):
+            if not self.weighted_losses:
+                raise ValueError(
+                    f"{type(self).__name__} does not weight its losses by transition, but the "
+                    "batch's weights differ (data.imaginary_weighting): use an algorithm that "
+                    "does (BC, CQL, BCQ, IQL, TD3+BC, SAC) or no weighting"
+                )
+            out["weight"] = weight
         return cast(PreparedBatch, out)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:

@@ -2,6 +2,9 @@
 
 * :class:`DiscreteBC` — cross-entropy on the action logits (optionally plus a logit penalty).
 * :class:`BC` — deterministic tanh policy regressed onto the (rescaled) data actions with MSE.
+
+Per-transition weights (``batch["weight"]``) weight every term: each is a per-sample imitation
+(or regularisation) loss of one transition, so a transition counts as much as it is trusted.
 """
 
 from __future__ import annotations
@@ -13,7 +16,12 @@ from torch import Tensor
 
 from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import DeterministicHead, DiscreteHead, StateInstructionEncoder
-from imaginebench.modules.offline.base import LossParts, OfflineRLModule
+from imaginebench.modules.offline.base import (
+    LossParts,
+    OfflineRLModule,
+    weighted_loss,
+    weighted_mean,
+)
 
 
 class DiscreteBC(OfflineRLModule):
@@ -29,6 +37,7 @@ class DiscreteBC(OfflineRLModule):
 
     discrete = True
     uses_next_state = False
+    weighted_losses = True  # the cross-entropy and the logit penalty, per transition
     loss_parts: ClassVar[LossParts] = {"loss": ("logits",)}
 
     def __init__(
@@ -43,11 +52,13 @@ class DiscreteBC(OfflineRLModule):
         self.logits = DiscreteHead(trunk, self.num_actions)
 
     def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
+        weight = batch.get("weight")
         logits = self.logits(batch["state"], batch["instruction"])
-        nll = F.cross_entropy(logits, batch["action"])
+        nll = weighted_loss(F.cross_entropy, logits, batch["action"], weight=weight)
         terms = {"loss": nll, "nll": nll.detach()}
         if self.logit_penalty:
-            terms["loss"] = nll + self.logit_penalty * 0.5 * logits.pow(2).mean()
+            penalty = weighted_mean(logits.pow(2), weight)
+            terms["loss"] = nll + self.logit_penalty * 0.5 * penalty
         if self.log_now:
             terms["accuracy"] = (logits.argmax(-1) == batch["action"]).float().mean()
         return terms
@@ -66,6 +77,7 @@ class BC(OfflineRLModule):
 
     discrete = False
     uses_next_state = False
+    weighted_losses = True  # the squared error, per transition
     loss_parts: ClassVar[LossParts] = {"loss": ("actor",)}
 
     def __init__(self, *args: Any, lr: float = 1e-3, **kwargs: Any) -> None:
@@ -79,7 +91,8 @@ class BC(OfflineRLModule):
 
     def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         target = self.to_unit(batch["action"]).clamp(-1, 1)
-        mse = F.mse_loss(self.actor(batch["state"], batch["instruction"]), target)
+        prediction = self.actor(batch["state"], batch["instruction"])
+        mse = weighted_loss(F.mse_loss, prediction, target, weight=batch.get("weight"))
         return {"loss": mse, "mse": mse}
 
     def policy(self, state: Tensor, instruction: Tensor) -> Tensor:

@@ -23,6 +23,10 @@
   their Atari setting is lr 6.25e-5 with a hard copy every 8000 steps (``tau=1``,
   ``target_update_interval=8000``).
 
+Per-transition weights (``batch["weight"]``) weight every term of both: the generative model's
+loss (reconstruction and KL, or cross-entropy and logit penalty: an untrusted action should not
+shape the set of allowed actions), the actor term at each transition's state and the TD errors.
+
 Deliberate deviations (both): one backward pass per step, so every term uses the networks as
 they were before this step's update (the original updates the VAE / generative model first and
 uses it for the critic's backup); the networks are the shared state + instruction trunk
@@ -43,7 +47,14 @@ from torch import Tensor, nn
 
 from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import ContinuousQHead, DiscreteHead, StateInstructionEncoder
-from imaginebench.modules.offline.base import LossParts, OfflineRLModule, frozen, soft_update
+from imaginebench.modules.offline.base import (
+    LossParts,
+    OfflineRLModule,
+    frozen,
+    soft_update,
+    weighted_loss,
+    weighted_mean,
+)
 from imaginebench.modules.offline.common import StochasticModule, make_trunk
 
 EVAL_SEED = 12345  # evaluation-time sampling seed (fixed: ``act`` is deterministic)
@@ -107,6 +118,7 @@ class BCQ(StochasticModule):
     """
 
     discrete = False
+    weighted_losses = True
     loss_parts: ClassVar[LossParts] = {
         "vae_loss": ("vae",),
         "actor_loss": ("actor",),
@@ -159,19 +171,20 @@ class BCQ(StochasticModule):
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         n, k = s.shape[0], self.num_sampled_actions
+        weight = batch.get("weight")
 
         # Generative model of the data's actions.
         noise = self.normal((n, self.vae.latent_dim), s.device, split=True)
         recon, mean, std = self.vae(s, instr, action, noise)
-        kl = -0.5 * (1 + (std**2).log() - mean**2 - std**2).mean()
-        recon_loss = F.mse_loss(recon, action)
+        kl = -0.5 * weighted_mean(1 + (std**2).log() - mean**2 - std**2, weight)
+        recon_loss = weighted_loss(F.mse_loss, recon, action, weight=weight)
         vae_loss = recon_loss + self.kl_weight * kl
 
         # Perturbation actor on decoded actions: the VAE and critics stay fixed.
         with torch.no_grad():
             sampled = self.vae.decode(s, instr, self.sample_latent(n, s.device))
         q_pi = frozen(self.critics[0], s, instr, self.actor(s, instr, sampled))
-        actor_loss = -q_pi.mean()
+        actor_loss = -weighted_mean(q_pi, weight)
 
         # Critics: soft clipped double Q, best of k perturbed samples per next state.
         with torch.no_grad():
@@ -184,7 +197,7 @@ class BCQ(StochasticModule):
             discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
             target = batch["reward"] + discount * q_next
         q = [c(s, instr, action) for c in self.critics]
-        critic_loss = sum(F.mse_loss(qi, target) for qi in q)
+        critic_loss = sum(weighted_loss(F.mse_loss, qi, target, weight=weight) for qi in q)
         return {
             "loss": vae_loss + actor_loss + critic_loss,
             "vae_loss": vae_loss,
@@ -228,6 +241,7 @@ class DiscreteBCQ(OfflineRLModule):
     """
 
     discrete = True
+    weighted_losses = True
     loss_parts: ClassVar[LossParts] = {"td_loss": ("q",), "imitation_loss": ("imitation",)}
 
     def __init__(
@@ -275,9 +289,10 @@ class DiscreteBCQ(OfflineRLModule):
             bootstrap = self.q_target(s2, instr).gather(1, best[:, None]).squeeze(1)
             discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
             target = batch["reward"] + discount * bootstrap
-        td = F.smooth_l1_loss(q_data, target)
-        nll = F.cross_entropy(logits, action)
-        imitation = nll + self.logit_penalty * logits.pow(2).mean()
+        weight = batch.get("weight")
+        td = weighted_loss(F.smooth_l1_loss, q_data, target, weight=weight)
+        nll = weighted_loss(F.cross_entropy, logits, action, weight=weight)
+        imitation = nll + self.logit_penalty * weighted_mean(logits.pow(2), weight)
         return {
             "loss": td + imitation,
             "td_loss": td,

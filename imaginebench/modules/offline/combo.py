@@ -47,51 +47,23 @@ takes its own slice of each step's model samples.
 
 from __future__ import annotations
 
-import copy
-import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from imaginebench.batch import PreparedBatch, RolloutData
-from imaginebench.modules.backbone import StateInstructionEncoder
+from imaginebench.modules.dynamics import DynamicsEnsemble, fit_ensemble
 from imaginebench.modules.offline.common import dataset_transitions, make_trunk
 from imaginebench.modules.offline.cql import CQL
 
 BUFFER_KEYS = ("state", "action", "reward", "next_state", "done", "instruction_id")
 
 
-class DynamicsEnsemble(nn.Module):
-    """Members ``(s, instruction, a) -> (mean, log-variance)`` of ``(s' - s, r)`` and a
-    termination logit; log-variances are softly bounded by learned ``[min, max]``."""
-
-    def __init__(self, trunks: list[StateInstructionEncoder], state_dim: int) -> None:
-        super().__init__()
-        self.target_dim = state_dim + 1
-        self.trunks = nn.ModuleList(trunks)
-        self.heads = nn.ModuleList(
-            [nn.Linear(t.feature_dim, 2 * self.target_dim + 1) for t in trunks]
-        )
-        self.max_logvar = nn.Parameter(torch.full((self.target_dim,), 0.5))
-        self.min_logvar = nn.Parameter(torch.full((self.target_dim,), -10.0))
-
-    def __len__(self) -> int:
-        return len(self.trunks)
-
-    def forward(
-        self, member: int, state: Tensor, instruction: Tensor, action: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        out = self.heads[member](self.trunks[member](state, instruction, action))
-        mean, raw, done = out.split([self.target_dim, self.target_dim, 1], dim=-1)
-        logvar = self.max_logvar - F.softplus(self.max_logvar - raw)
-        logvar = self.min_logvar + F.softplus(logvar - self.min_logvar)
-        return mean, logvar, done.squeeze(-1)
-
-
 class COMBO(CQL):
-    """COMBO for continuous actions.
+    """COMBO for continuous actions. It does not weight its losses by transition
+    (``weighted_losses = False``): half of every batch comes from its own model, whose rows have
+    no confidence, and its dynamics model trains on every transition alike.
 
     Args:
         actor_lr: learning rate of the tanh-Gaussian policy.
@@ -116,6 +88,8 @@ class COMBO(CQL):
             ``initial_temperature``, ``target_entropy``, ``sampling_seed``, ``undiscounted_td_bug``)
             and those of :class:`OfflineRLModule`.
     """
+
+    weighted_losses = False
 
     def __init__(
         self,
@@ -164,7 +138,8 @@ class COMBO(CQL):
         self.rollout_length, self.rollout_batch_size = rollout_length, rollout_batch_size
         self.rollout_every, self.model_buffer_size = rollout_every, model_buffer_size
         trunks = [make_trunk(self, self.action_dim) for _ in range(ensemble_size)]
-        self.dynamics = DynamicsEnsemble(trunks, self.state_dim).requires_grad_(False)
+        target_dim = self.state_dim + 1  # the state change and the reward
+        self.dynamics = DynamicsEnsemble(trunks, target_dim).requires_grad_(False)
         self.register_buffer("elites", torch.arange(num_elites))
         self.register_buffer("model_trained", torch.tensor(False))
         self.register_buffer("state_low", torch.zeros(self.state_dim))  # normalised data range
@@ -204,54 +179,24 @@ class COMBO(CQL):
         done: Tensor,
         instruction_id: Tensor,
     ) -> dict[str, float]:
-        """Fit the ensemble with early stopping on a hold-out set; keep the best weights of each
-        member and pick the elites. Returns the hold-out metrics."""
-        n = state.shape[0]
-        instruction = self.train_embeddings[instruction_id]
-        target = torch.cat([next_state - state, reward[:, None]], dim=1)
-        perm = torch.randperm(n, generator=self.generator).to(state.device)
-        n_hold = min(max(1, int(self.holdout_fraction * n)), 5000, n - 1)
-        hold, train = (perm[:n_hold], perm[n_hold:]) if n_hold > 0 else (perm, perm)
-        members = len(self.dynamics)
-        best = torch.full((members,), math.inf)
-        best_state = copy.deepcopy(self.dynamics.state_dict())
-        optimizer = torch.optim.Adam(self.dynamics.parameters(), lr=self.model_lr)
-        stale, steps = 0, 0
-        self.dynamics.requires_grad_(True)
-        with torch.enable_grad():
-            for steps in range(1, self.model_max_steps + 1):
-                loss = 0.01 * (self.dynamics.max_logvar.sum() - self.dynamics.min_logvar.sum())
-                for m in range(members):
-                    idx = train[self.randint(len(train), self.model_batch_size, state.device)]
-                    mean, logvar, done_logit = self.dynamics(
-                        m, state[idx], instruction[idx], action[idx]
-                    )
-                    nll = ((mean - target[idx]) ** 2 * torch.exp(-logvar) + logvar).mean()
-                    loss = loss + nll + F.binary_cross_entropy_with_logits(done_logit, done[idx])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                if steps % self.model_eval_every == 0 or steps == self.model_max_steps:
-                    error = self.holdout_error(
-                        state[hold], instruction[hold], action[hold], target[hold]
-                    )
-                    improved = error < best * 0.99
-                    if improved.any():
-                        stale = 0
-                        params = self.dynamics.state_dict()
-                        for m in improved.nonzero().flatten().tolist():
-                            best[m] = error[m]
-                            for key, value in params.items():
-                                if key.startswith((f"trunks.{m}.", f"heads.{m}.")):
-                                    best_state[key] = value.clone()
-                        for key in ("max_logvar", "min_logvar"):
-                            best_state[key] = params[key].clone()
-                    else:
-                        stale += 1
-                    if stale >= self.model_patience:
-                        break
-        self.dynamics.load_state_dict(best_state)
-        self.dynamics.requires_grad_(False)
+        """Fit the ensemble with early stopping on a hold-out set
+        (:func:`~imaginebench.modules.dynamics.fit_ensemble`; each member keeps its best
+        weights) and pick the elites. Returns the hold-out metrics."""
+        best, steps = fit_ensemble(
+            self.dynamics,
+            state,
+            self.train_embeddings[instruction_id],
+            action,
+            torch.cat([next_state - state, reward[:, None]], dim=1),
+            done,
+            self.generator,
+            lr=self.model_lr,
+            batch_size=self.model_batch_size,
+            max_steps=self.model_max_steps,
+            eval_every=self.model_eval_every,
+            patience=self.model_patience,
+            holdout_fraction=self.holdout_fraction,
+        )
         self.elites.copy_(torch.argsort(best)[: len(self.elites)].to(self.elites.device))
         self.model_trained.fill_(True)
         elite_error = best[self.elites.cpu()]
@@ -260,18 +205,6 @@ class COMBO(CQL):
             "model/holdout_mse_worst_elite": float(elite_error.max()),
             "model/updates": float(steps),
         }
-
-    @torch.no_grad()
-    def holdout_error(
-        self, state: Tensor, instruction: Tensor, action: Tensor, target: Tensor
-    ) -> Tensor:
-        """Hold-out MSE of each member's mean prediction of ``(s' - s, r)``."""
-        return torch.stack(
-            [
-                F.mse_loss(self.dynamics(m, state, instruction, action)[0], target)
-                for m in range(len(self.dynamics))
-            ]
-        ).cpu()
 
     # -- rollouts -------------------------------------------------------------------------------
     @torch.no_grad()

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from imaginebench.batch import RolloutData, TransitionBatch
 from imaginebench.modules.backbone import GaussianHead, StateInstructionEncoder
-from imaginebench.modules.offline.base import OfflineRLModule
+from imaginebench.modules.offline.base import OfflineRLModule, weighted_mean
 
 
 def make_trunk(module: OfflineRLModule, extra_dim: int = 0) -> StateInstructionEncoder:
@@ -31,10 +31,11 @@ def make_trunk(module: OfflineRLModule, extra_dim: int = 0) -> StateInstructionE
     )
 
 
-def expectile_loss(diff: Tensor, expectile: float) -> Tensor:
-    """``mean(|expectile - 1(diff < 0)| * diff^2)`` with ``diff = target - prediction``."""
-    weight = torch.where(diff > 0, expectile, 1.0 - expectile)
-    return (weight * diff.pow(2)).mean()
+def expectile_loss(diff: Tensor, expectile: float, weight: Tensor | None = None) -> Tensor:
+    """``mean(|expectile - 1(diff < 0)| * diff^2)`` with ``diff = target - prediction``, each
+    sample counted ``weight[i]`` times if given (:func:`weighted_mean`)."""
+    asymmetry = torch.where(diff > 0, expectile, 1.0 - expectile)
+    return weighted_mean(asymmetry * diff.pow(2), weight)
 
 
 def dataset_transitions(datamodule: RolloutData) -> TransitionBatch:

@@ -9,6 +9,12 @@
 
 Both discount with ``gamma``; ``undiscounted_td_bug=True`` reproduces the original
 benchmark's effective gamma = 1 (its mini-batches set the discount exponent to the terminal flag).
+
+Per-transition weights (``batch["weight"]``) weight every term of both: the TD errors, the
+conservative gap (a transition's pushed-down log-sum-exp and its pushed-up data Q, so an
+untrusted action is neither favoured nor penalised) and, continuous, the actor and temperature
+terms at its state: each is a per-sample expectation over the data, and a transition of weight
+0 is as if it were not in the batch.
 """
 
 from __future__ import annotations
@@ -23,7 +29,12 @@ from torch import Tensor
 
 from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import DiscreteHead, StateInstructionEncoder
-from imaginebench.modules.offline.base import LossParts, OfflineRLModule
+from imaginebench.modules.offline.base import (
+    LossParts,
+    OfflineRLModule,
+    weighted_loss,
+    weighted_mean,
+)
 from imaginebench.modules.offline.sac import SAC
 
 
@@ -42,6 +53,7 @@ class DiscreteCQL(OfflineRLModule):
     """
 
     discrete = True
+    weighted_losses = True
     loss_parts: ClassVar[LossParts] = {"loss": ("q",)}
 
     def __init__(
@@ -79,8 +91,9 @@ class DiscreteCQL(OfflineRLModule):
             bootstrap = q_next_target.gather(1, best).squeeze(1)
             discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
             target = batch["reward"] + discount * bootstrap
-        td = F.smooth_l1_loss(q_data, target)
-        conservative = (torch.logsumexp(q_all, dim=-1) - q_data).mean()
+        weight = batch.get("weight")
+        td = weighted_loss(F.smooth_l1_loss, q_data, target, weight=weight)
+        conservative = weighted_mean(torch.logsumexp(q_all, dim=-1) - q_data, weight)
         return {
             "loss": td + self.alpha * conservative,
             "td": td,
@@ -156,21 +169,25 @@ class CQL(SAC):
         data_rows: slice = slice(None),
     ) -> dict[str, Tensor]:
         """SAC losses with the conservative critic term
-        ``E_{s in pushdown_rows}[logsumexp_a Q(s, a)] - E_{data_rows}[Q(s, a_data)]``."""
+        ``E_{s in pushdown_rows}[logsumexp_a Q(s, a)] - E_{data_rows}[Q(s, a_data)]``, every
+        expectation weighted by ``batch["weight"]`` if given."""
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
+        weight = batch.get("weight")
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         temperature = self.log_temperature.exp().detach()
-        actor_loss, temperature_loss, _ = self.policy_terms(s, instr, temperature)
+        actor_loss, temperature_loss, _ = self.policy_terms(s, instr, temperature, weight)
         target = self.soft_backup(batch["reward"], s2, instr, batch["done"], temperature)
         instr_pushdown = instr[pushdown_rows]
         s_k, samples = self.pushdown_actions(s[pushdown_rows], s2[pushdown_rows], instr_pushdown)
         td, conservative, q_data_mean = 0.0, 0.0, 0.0
         for critic in self.critics:
             q_data = critic(s, instr, action)
-            td = td + F.mse_loss(q_data, target)
+            td = td + weighted_loss(F.mse_loss, q_data, target, weight=weight)
             sampled = torch.cat([critic(s_k, instr_pushdown, a) - logp for a, logp in samples], 1)
             logsumexp = torch.logsumexp(sampled, dim=-1)
-            conservative = conservative + logsumexp.mean() - q_data[data_rows].mean()
+            pushed_down = weighted_mean(logsumexp, _rows(weight, pushdown_rows))
+            pushed_up = weighted_mean(q_data[data_rows], _rows(weight, data_rows))
+            conservative = conservative + pushed_down - pushed_up
             q_data_mean = q_data_mean + q_data.mean().detach() / len(self.critics)
         critic_loss = td + self.conservative_weight * conservative
         return {
@@ -186,3 +203,7 @@ class CQL(SAC):
 
     def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         return self.conservative_sac_losses(batch)
+
+
+def _rows(weight: Tensor | None, rows: slice) -> Tensor | None:
+    return None if weight is None else weight[rows]

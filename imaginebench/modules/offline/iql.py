@@ -15,6 +15,10 @@ paper; its natural discrete form). Authors' defaults: ``expectile`` 0.7 (0.9 for
 ``beta`` 3 (10 for AntMaze), advantage weights clipped at 100, Adam lr 3e-4 for every network,
 ``tau`` 0.005, ``gamma`` 0.99, batch 256.
 
+Per-transition weights (``batch["weight"]``) weight all three losses per transition: the value
+and critic regressions and the advantage-weighted regression of the policy (the confidence
+weight multiplies the advantage weight).
+
 Deliberate deviations: one backward pass per step, so the actor's advantage and the critics'
 target use the value network from before this step's update (the original updates V first);
 a constant actor learning rate (the original decays it with a cosine schedule over training).
@@ -37,7 +41,13 @@ from imaginebench.modules.backbone import (
     DiscreteHead,
     StateInstructionEncoder,
 )
-from imaginebench.modules.offline.base import LossParts, OfflineRLModule, soft_update
+from imaginebench.modules.offline.base import (
+    LossParts,
+    OfflineRLModule,
+    soft_update,
+    weighted_loss,
+    weighted_mean,
+)
 from imaginebench.modules.offline.common import expectile_loss, make_trunk
 
 
@@ -74,6 +84,7 @@ class GaussianPolicy(nn.Module):
 class _IQLBase(OfflineRLModule):
     """The hyperparameters, value network, optimiser groups and target updates of both IQLs."""
 
+    weighted_losses = True
     loss_parts: ClassVar[LossParts] = {
         "value_loss": ("value",),
         "critic_loss": ("critics",),
@@ -121,15 +132,18 @@ class _IQLBase(OfflineRLModule):
     ) -> dict[str, Tensor]:
         """The three IQL losses from the critics' ``Q_i(s, a)``, the target critics'
         ``min_j Q'_j(s, a)`` and the policy's ``log pi(a | s)``."""
+        sample_weight = batch.get("weight")
         v = self.value(batch["state"], batch["instruction"])
-        value_loss = expectile_loss(q_target - v, self.expectile)
+        value_loss = expectile_loss(q_target - v, self.expectile, sample_weight)
         with torch.no_grad():
             v_next = self.value(batch["next_state"], batch["instruction"])
             discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
             target = batch["reward"] + discount * v_next
             weight = torch.exp(self.beta * (q_target - v)).clamp(max=self.max_weight)
-        critic_loss = sum(F.mse_loss(q, target) for q in q_data)
-        actor_loss = -(weight * log_prob).mean()
+        critic_loss = sum(
+            weighted_loss(F.mse_loss, q, target, weight=sample_weight) for q in q_data
+        )
+        actor_loss = -weighted_mean(weight * log_prob, sample_weight)
         return {
             "loss": value_loss + critic_loss + actor_loss,
             "value_loss": value_loss,

@@ -23,6 +23,10 @@ Authors' defaults: ``alpha`` 2.5, ``beta`` 2 (MuJoCo locomotion), one neighbour,
 ``policy_noise`` 0.2, ``noise_clip`` 0.5, ``policy_freq`` 2, ``tau`` 0.005, lr 3e-4, batch 256,
 normalised states. Deviations: those of :class:`TD3BC` (one backward pass; actor steps
 ``0, d, 2d, ...``); the same-instruction restriction above.
+
+Per-transition weights (``batch["weight"]``) weight the terms as in :class:`TD3BC` (the
+critics' TD errors, the actor's Q and constraint terms at each transition's state and the mean
+``|Q|`` of ``lambda``); the neighbour index holds every transition whatever its weight.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from scipy.spatial import cKDTree
 from torch import Tensor
 
 from imaginebench.batch import PreparedBatch, RolloutData
-from imaginebench.modules.offline.base import frozen
+from imaginebench.modules.offline.base import frozen, weighted_loss, weighted_mean
 from imaginebench.modules.offline.common import dataset_transitions
 from imaginebench.modules.offline.td3bc import TD3BC
 
@@ -119,13 +123,14 @@ class PRDC(TD3BC):
         terms = {"critic_loss": critic_loss, "q_data": q_data}
         self.actor_step = self.global_step % self.policy_freq == 0
         if self.actor_step:
+            weight = batch.get("weight")
             pi = self.actor(s, instr)
             q_pi = frozen(self.critics[0], s, instr, pi)
-            lmbda = self.alpha / q_pi.abs().mean().detach().clamp_min(1e-6)
+            lmbda = self.alpha / weighted_mean(q_pi.abs(), weight).detach().clamp_min(1e-6)
             neighbour = self.nearest_actions(s, pi, batch["instruction_id"])
-            constraint = F.mse_loss(pi, neighbour)
+            constraint = weighted_loss(F.mse_loss, pi, neighbour, weight=weight)
             terms.update(
-                actor_loss=-lmbda * q_pi.mean() + constraint,
+                actor_loss=-lmbda * weighted_mean(q_pi, weight) + constraint,
                 constraint=constraint.detach(),
                 lmbda=lmbda,
             )

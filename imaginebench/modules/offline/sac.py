@@ -15,6 +15,10 @@
   8000 steps, here Polyak ``tau`` 0.005 every step (``tau=1, target_update_interval=8000``
   gives the hard copies).
 
+Per-transition weights (``batch["weight"]``) weight every term of both: the critics' TD errors
+and the actor and temperature terms at each transition's state are per-sample expectations
+over the data.
+
 Deliberate deviations: one backward pass per step (the actor and temperature terms use the
 critics and temperature from before this step's update; the original steps them in turn); the
 temperature is optimised in log space (as in the authors' code); the actor term of the discrete
@@ -33,7 +37,14 @@ from torch import Tensor, nn
 
 from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import ContinuousQHead, DiscreteHead, GaussianHead
-from imaginebench.modules.offline.base import LossParts, OfflineRLModule, frozen, soft_update
+from imaginebench.modules.offline.base import (
+    LossParts,
+    OfflineRLModule,
+    frozen,
+    soft_update,
+    weighted_loss,
+    weighted_mean,
+)
 from imaginebench.modules.offline.common import StochasticModule, make_trunk
 
 
@@ -55,6 +66,7 @@ class SAC(StochasticModule):
     """
 
     discrete = False
+    weighted_losses = True
     loss_parts: ClassVar[LossParts] = {
         "actor_loss": ("actor",),
         "temperature_loss": ("log_temperature",),
@@ -98,15 +110,18 @@ class SAC(StochasticModule):
         ]
 
     def policy_terms(
-        self, state: Tensor, instruction: Tensor, temperature: Tensor
+        self, state: Tensor, instruction: Tensor, temperature: Tensor, weight: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Policy improvement with the critics frozen: the actor loss
-        ``alpha log pi(a|s) - min_j Q_j(s, a)``, the temperature loss and ``log pi`` (detached)."""
+        ``alpha log pi(a|s) - min_j Q_j(s, a)``, the temperature loss (both averaged over the
+        states with the transitions' ``weight``) and ``log pi`` (detached)."""
         pi, log_pi = self.tanh_gaussian(self.actor, state, instruction, split=True)
         q_pi = torch.min(*(frozen(c, state, instruction, pi) for c in self.critics))
-        actor_loss = (temperature * log_pi - q_pi).mean()
+        actor_loss = weighted_mean(temperature * log_pi - q_pi, weight)
         log_pi = log_pi.detach()
-        temperature_loss = -(self.log_temperature * (log_pi + self.target_entropy)).mean()
+        temperature_loss = -weighted_mean(
+            self.log_temperature * (log_pi + self.target_entropy), weight
+        )
         return actor_loss, temperature_loss, log_pi
 
     @torch.no_grad()
@@ -125,15 +140,15 @@ class SAC(StochasticModule):
         return reward + discount * (q_next - temperature * log_a2)
 
     def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
-        s, instr = batch["state"], batch["instruction"]
+        s, instr, weight = batch["state"], batch["instruction"], batch.get("weight")
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         temperature = self.log_temperature.exp().detach()
-        actor_loss, temperature_loss, log_pi = self.policy_terms(s, instr, temperature)
+        actor_loss, temperature_loss, log_pi = self.policy_terms(s, instr, temperature, weight)
         target = self.soft_backup(
             batch["reward"], batch["next_state"], instr, batch["done"], temperature
         )
         q = [c(s, instr, action) for c in self.critics]
-        critic_loss = sum(F.mse_loss(qi, target) for qi in q)
+        critic_loss = sum(weighted_loss(F.mse_loss, qi, target, weight=weight) for qi in q)
         return {
             "loss": actor_loss + temperature_loss + critic_loss,
             "actor_loss": actor_loss,
@@ -168,6 +183,7 @@ class DiscreteSAC(OfflineRLModule):
     """
 
     discrete = True
+    weighted_losses = True
     loss_parts: ClassVar[LossParts] = {
         "actor_loss": ("actor",),
         "temperature_loss": ("log_temperature",),
@@ -215,15 +231,18 @@ class DiscreteSAC(OfflineRLModule):
             batch["instruction"],
             batch["action"],
         )
+        weight = batch.get("weight")
         temperature = self.log_temperature.exp().detach()
         q_all = [c(s, instr) for c in self.critics]
 
         log_pi = F.log_softmax(self.actor(s, instr), dim=-1)
         pi = log_pi.exp()
         q_min = torch.min(*q_all).detach()
-        actor_loss = (pi * (temperature * log_pi - q_min)).sum(-1).mean()
+        actor_loss = weighted_mean((pi * (temperature * log_pi - q_min)).sum(-1), weight)
         neg_entropy = (pi * log_pi).sum(-1).detach()
-        temperature_loss = -(self.log_temperature * (neg_entropy + self.target_entropy)).mean()
+        temperature_loss = -weighted_mean(
+            self.log_temperature * (neg_entropy + self.target_entropy), weight
+        )
 
         with torch.no_grad():
             log_pi2 = F.log_softmax(self.actor(s2, instr), dim=-1)
@@ -232,7 +251,7 @@ class DiscreteSAC(OfflineRLModule):
             discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
             target = batch["reward"] + discount * v_next
         q_data = [q.gather(1, action[:, None]).squeeze(1) for q in q_all]
-        critic_loss = sum(F.mse_loss(q, target) for q in q_data)
+        critic_loss = sum(weighted_loss(F.mse_loss, q, target, weight=weight) for q in q_data)
         return {
             "loss": actor_loss + temperature_loss + critic_loss,
             "actor_loss": actor_loss,

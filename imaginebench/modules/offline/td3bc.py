@@ -18,6 +18,10 @@ normalisation, both on by default here). Deliberate deviations:
 * the mean-squared BC term is averaged over action dimensions (the original too, via
   ``F.mse_loss``); actions are in the policy's ``[-1, 1]`` units.
 
+Per-transition weights (``batch["weight"]``) weight every term: the critics' TD errors, the
+actor's Q and BC terms at each transition (an untrusted action is not imitated) and the mean
+``|Q|`` of ``lambda``, so a transition of weight 0 changes nothing, not even the scale.
+
 With DDP, use ``strategy: ddp_find_unused_parameters_true``: between delayed updates the actor
 gets no gradient (and must not: a zero gradient would still move it through Adam's momentum).
 Each rank normalises ``lambda`` with the mean ``|Q|`` of its own slice of the batch.
@@ -34,7 +38,13 @@ from torch import Tensor, nn
 
 from imaginebench.batch import PreparedBatch
 from imaginebench.modules.backbone import ContinuousQHead, DeterministicHead
-from imaginebench.modules.offline.base import LossParts, frozen, soft_update
+from imaginebench.modules.offline.base import (
+    LossParts,
+    frozen,
+    soft_update,
+    weighted_loss,
+    weighted_mean,
+)
 from imaginebench.modules.offline.common import StochasticModule, make_trunk
 
 
@@ -57,6 +67,7 @@ class TD3BC(StochasticModule):
     """
 
     discrete = False
+    weighted_losses = True
     loss_parts: ClassVar[LossParts] = {"actor_loss": ("actor",), "critic_loss": ("critics",)}
 
     def __init__(
@@ -114,7 +125,9 @@ class TD3BC(StochasticModule):
             discount = self.discount(batch["done"], self.gamma, self.undiscounted_td_bug)
             target = batch["reward"] + discount * q_next
         q = [c(s, instr, action) for c in self.critics]
-        return sum(F.mse_loss(qi, target) for qi in q), q[0].detach().mean()
+        weight = batch.get("weight")
+        critic = sum(weighted_loss(F.mse_loss, qi, target, weight=weight) for qi in q)
+        return critic, q[0].detach().mean()
 
     def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
         s, instr = batch["state"], batch["instruction"]
@@ -123,11 +136,13 @@ class TD3BC(StochasticModule):
         terms = {"critic_loss": critic_loss, "q_data": q_data}
         self.actor_step = self.global_step % self.policy_freq == 0
         if self.actor_step:
+            weight = batch.get("weight")
             pi = self.actor(s, instr)
             q_pi = frozen(self.critics[0], s, instr, pi)
-            lmbda = self.alpha / q_pi.abs().mean().detach().clamp_min(1e-6)
-            bc = F.mse_loss(pi, action)
-            terms.update(actor_loss=-lmbda * q_pi.mean() + bc, bc=bc.detach(), lmbda=lmbda)
+            lmbda = self.alpha / weighted_mean(q_pi.abs(), weight).detach().clamp_min(1e-6)
+            bc = weighted_loss(F.mse_loss, pi, action, weight=weight)
+            actor_loss = -lmbda * weighted_mean(q_pi, weight) + bc
+            terms.update(actor_loss=actor_loss, bc=bc.detach(), lmbda=lmbda)
             terms["loss"] = critic_loss + terms["actor_loss"]
         else:
             terms["loss"] = critic_loss

@@ -1,0 +1,304 @@
+"""How far each imagined transition may be trusted, computed without the simulator.
+
+Two confidence sources, each a value in ``[0, 1]`` per transition, stored in a dataset as
+``confidence/<source>`` (``docs/confidence.md``):
+
+* ``likelihood`` — the grounded LM's own probability of the step: ``exp`` of the
+  log-likelihood of its action (every word of an action spelled in words) plus, under a
+  categorical state head (BabyAI), of its next state. The decoder records it while imagining
+  (:class:`~imaginebench.imagination.decoder.ImaginedRollout`); :func:`lm_step_log_likelihoods`
+  recomputes it for an existing file by teacher forcing, window by window as the decoder
+  prompts. A model with continuous actions and a regression state head (HalfCheetah) gives
+  its steps no likelihood, so this source does not exist for it.
+* ``ensemble`` — agreement with a small ensemble of dynamics models fitted on the real data
+  only (:class:`~imaginebench.modules.dynamics.DynamicsEnsemble`, COMBO's, without the
+  instruction: the physics does not depend on the wording, and imagined wordings are unseen).
+  The LM's imagined change of state joins the members' predicted changes as one more member
+  of a committee; the committee's spread ``u`` (the root of the summed per-entry variances,
+  in units of the real data's per-entry spread of one transition's change) grows both when
+  the members disagree (a state-action pair unlike the real data) and when the LM disagrees
+  with them (a wrong step). The confidence is ``exp(-u)``.
+
+A new source is a function from a dataset to ``(N,)`` values in ``[0, 1]``, stored with
+``RolloutDataset.with_confidence(name, values)``; see ``docs/confidence.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from imaginebench.config import as_config
+from imaginebench.data.dataset import Episode, RolloutDataset
+from imaginebench.modules.backbone import StateInstructionEncoder
+from imaginebench.modules.dynamics import DynamicsEnsemble, fit_ensemble
+from imaginebench.modules.grounding.sequences import ACTION_TARGET, STATE_TARGET, to_device
+
+LIKELIHOOD = "likelihood"
+ENSEMBLE = "ensemble"
+CONFIDENCE_SOURCES = (LIKELIHOOD, ENSEMBLE)
+
+
+def likelihood_confidence(step_log_likelihoods: np.ndarray) -> np.ndarray:
+    """``(T,)`` float32 confidence of steps from their log-likelihoods: their probability."""
+    return np.exp(np.minimum(np.asarray(step_log_likelihoods, dtype=np.float64), 0.0)).astype(
+        np.float32
+    )
+
+
+# -- likelihood of existing rollouts -----------------------------------------------------------
+@torch.no_grad()
+def lm_step_log_likelihoods(
+    module: Any, episodes: Sequence[Episode], batch_size: int = 16, progress: bool = False
+) -> list[np.ndarray]:
+    """Per episode, ``(T,)`` log-likelihood of each step under a grounding module by teacher
+    forcing: the decoder's numbers for rollouts it imagined (same windows, same context).
+
+    Args:
+        module: a :class:`~imaginebench.modules.grounding.GroundingModule`.
+        episodes: the rollouts to score (their instructions, states and actions).
+        batch_size: windows per forward pass.
+        progress: show a progress bar over the episodes.
+    """
+    model, builder = module.model, module.builder
+    if not model.has_likelihood:
+        raise ValueError(
+            "the grounding model gives its steps no likelihood: its actions are continuous "
+            "and its state head a regression (use the ensemble confidence instead)"
+        )
+    model.eval()
+    device = next(model.parameters()).device
+    window = builder.window
+    items, owners = [], []  # one generation item per window, and (episode, first step)
+    for e, ep in enumerate(episodes):
+        length = len(ep.actions)
+        for start in range(0, length, window or max(length, 1)):
+            stop = min(length, start + (window or length))
+            states, actions = ep.states[start : stop + 1], ep.actions[start:stop]
+            items.append(builder.generation(ep.instruction, states, actions, start))
+            owners.append((e, start))
+    out = [np.zeros(len(ep.actions)) for ep in episodes]
+    slots = model.words_per_action + 1  # action words, then the next state
+    bar = tqdm(total=len(items), desc="LM likelihood", unit="window", disable=not progress)
+    for first in range(0, len(items), batch_size):
+        chunk = items[first : first + batch_size]
+        batch = to_device(builder.collate(chunk), device)
+        values = model.target_log_likelihoods(batch).cpu().numpy()
+        targets = batch["target"][:, 1:].cpu().numpy()
+        for row, item in enumerate(chunk):
+            e, start = owners[first + row]
+            scored = np.isin(targets[row], (ACTION_TARGET, STATE_TARGET))
+            per_step = values[row][scored].reshape(-1, slots).sum(1)
+            out[e][start : start + len(per_step)] = per_step
+        bar.update(len(chunk))
+    bar.close()
+    return out
+
+
+# -- ensemble disagreement ---------------------------------------------------------------------
+@dataclass
+class EnsembleConfig:
+    """The dynamics ensemble of the ``ensemble`` confidence (fitted on the real data only).
+
+    Args:
+        members: dynamics models.
+        hidden: hidden layer sizes of each member.
+        max_steps: budget of updates (each member sees one mini-batch per update).
+        batch_size: rows of each member's mini-batch.
+        lr: Adam learning rate.
+        eval_every: updates between hold-out evaluations.
+        patience: evaluations without a 1 % improvement before stopping.
+        holdout_fraction: share of the real transitions held out for model selection.
+        seed: seed of the members' initialisation, the hold-out split and the mini-batches.
+    """
+
+    members: int = 5
+    hidden: tuple[int, ...] = (200, 200)
+    max_steps: int = 3000
+    batch_size: int = 256
+    lr: float = 1e-3
+    eval_every: int = 100
+    patience: int = 5
+    holdout_fraction: float = 0.2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.hidden = tuple(int(h) for h in self.hidden)
+        if self.members < 2:
+            raise ValueError(f"an ensemble needs members >= 2, got {self.members}")
+        if self.max_steps < 1 or self.batch_size < 1 or self.eval_every < 1:
+            raise ValueError("max_steps, batch_size and eval_every must be >= 1")
+
+
+class TransitionEnsemble:
+    """A dynamics ensemble fitted on real transitions that scores other transitions.
+
+    Args:
+        ensemble: the fitted members (targets: changes of state in ``change_std`` units).
+        state_mean: per-entry mean of the real states (inputs are standardised with it).
+        state_std: per-entry spread of the real states.
+        change_std: per-entry spread of one real transition's change of state.
+        action_spec: the data's action spec (discrete actions enter one-hot, continuous ones
+            scaled to ``[-1, 1]``).
+        metrics: what the fit reported (hold-out error, updates).
+    """
+
+    def __init__(
+        self,
+        ensemble: DynamicsEnsemble,
+        state_mean: Tensor,
+        state_std: Tensor,
+        change_std: Tensor,
+        action_spec: Mapping[str, Any],
+        metrics: dict[str, float] | None = None,
+    ) -> None:
+        self.ensemble = ensemble.eval()
+        self.state_mean, self.state_std, self.change_std = state_mean, state_std, change_std
+        self.action_spec = dict(action_spec)
+        self.metrics = dict(metrics or {})
+
+    @classmethod
+    def fit(
+        cls,
+        real: RolloutDataset,
+        config: EnsembleConfig | Mapping[str, Any] | None = None,
+        progress: bool = False,
+    ) -> TransitionEnsemble:
+        """Fit the members on the distinct transitions of ``real`` (a rollout stored once per
+        wording is one transition to instruction-blind models; duplicates would also leak
+        into the hold-out set)."""
+        config = as_config(config, EnsembleConfig, "ensemble") or EnsembleConfig()
+        state, next_state = _transition_states(real)
+        actions = np.asarray(real.actions).reshape(real.num_transitions, -1)
+        rows = np.concatenate([state.numpy(), actions.astype(np.float32), next_state.numpy()], 1)
+        distinct = np.sort(np.unique(rows, axis=0, return_index=True)[1])
+        if len(distinct) < 2:
+            raise ValueError("the real data needs at least 2 distinct transitions for an ensemble")
+        index = torch.as_tensor(distinct)
+        state, next_state = state[index], next_state[index]
+        state_mean, state_std = state.mean(0), state.std(0).clamp_min(1e-3)
+        change_std = (next_state - state).std(0).clamp_min(1e-3)
+        generator = torch.Generator().manual_seed(config.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            trunks = [
+                StateInstructionEncoder(
+                    real.state_dim, 1, config.hidden, 1, _action_width(real.action_spec)
+                )
+                for _ in range(config.members)
+            ]
+            ensemble = DynamicsEnsemble(trunks, real.state_dim)
+        scorer = cls(ensemble, state_mean, state_std, change_std, real.action_spec)
+        inputs = tuple(x[index] for x in scorer._inputs(real))
+        target = (next_state - state) / change_std
+        done = torch.as_tensor(real.terminals, dtype=torch.float32)[index]
+        best, steps = fit_ensemble(
+            ensemble,
+            *inputs,
+            target,
+            done,
+            generator,
+            lr=config.lr,
+            batch_size=config.batch_size,
+            max_steps=config.max_steps,
+            eval_every=config.eval_every,
+            patience=config.patience,
+            holdout_fraction=config.holdout_fraction,
+            progress=progress,
+        )
+        scorer.metrics = {
+            "holdout_mse": float(best.mean()),
+            "updates": float(steps),
+            "transitions": float(len(distinct)),
+        }
+        return scorer
+
+    def _inputs(self, dataset: RolloutDataset) -> tuple[Tensor, Tensor, Tensor]:
+        """Standardised states, the constant instruction input and the action features."""
+        state, _ = _transition_states(dataset)
+        return self._features(state, torch.as_tensor(np.asarray(dataset.actions)))
+
+    def _features(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The members' inputs for ``(n, D)`` states and ``n`` actions."""
+        if self.action_spec["type"] == "discrete":
+            features = F.one_hot(actions.long(), int(self.action_spec["n"])).float()
+        else:
+            shape = tuple(self.action_spec["shape"])
+            low, high = (
+                torch.tensor(np.broadcast_to(self.action_spec[k], shape), dtype=torch.float32)
+                for k in ("low", "high")
+            )
+            features = (2 * (actions.float() - low) / (high - low) - 1).flatten(1)
+        no_instruction = torch.zeros(len(state), 1)
+        return (state - self.state_mean) / self.state_std, no_instruction, features
+
+    @torch.no_grad()
+    def next_states(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``(n, D)`` float32: the next state of each ``(state, action)`` pair, the state plus
+        the members' mean predicted change (what ``imagine``'s ``state_model: ensemble`` feeds
+        the LM instead of its own state head's prediction)."""
+        state = torch.as_tensor(np.asarray(states, dtype=np.float32))
+        inputs = self._features(state, torch.as_tensor(np.asarray(actions)))
+        change = self.ensemble.means(*inputs).mean(0) * self.change_std
+        return (state + change).numpy()
+
+    @torch.no_grad()
+    def disagreement(self, dataset: RolloutDataset, chunk: int = 65536) -> np.ndarray:
+        """``(N,)``: the spread of the committee of the members' predicted changes of state and
+        the dataset's own change, ``sqrt(sum over entries of the variance)`` in units of the
+        real data's per-entry spread of a change."""
+        state, next_state = _transition_states(dataset)
+        inputs = self._inputs(dataset)
+        change = (next_state - state) / self.change_std
+        out = []
+        for first in range(0, len(change), chunk):
+            rows = slice(first, first + chunk)
+            means = self.ensemble.means(*(x[rows] for x in inputs))
+            committee = torch.cat([means, change[rows][None]])
+            out.append(committee.var(0, unbiased=False).sum(-1).sqrt())
+        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+
+    def confidence(self, dataset: RolloutDataset) -> np.ndarray:
+        """``(N,)`` float32 in ``[0, 1]``: ``exp(-disagreement)``."""
+        return np.exp(-self.disagreement(dataset).astype(np.float64)).astype(np.float32)
+
+
+def _transition_states(dataset: RolloutDataset) -> tuple[Tensor, Tensor]:
+    states = torch.as_tensor(np.asarray(dataset.states, dtype=np.float32))
+    before, after = dataset.transition_indices()
+    return states[torch.as_tensor(before)], states[torch.as_tensor(after)]
+
+
+def _action_width(action_spec: Mapping[str, Any]) -> int:
+    if action_spec["type"] == "discrete":
+        return int(action_spec["n"])
+    return int(np.prod(action_spec["shape"]))
+
+
+def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for telling ``positive`` rows from the others:
+    the probability that a random positive scores above a random negative (ties count half).
+    NaN if either class is empty."""
+    scores = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(positive, dtype=bool)
+    if scores.shape != positive.shape:
+        raise ValueError(f"scores {scores.shape} and labels {positive.shape} differ in shape")
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    sorted_scores = scores[order]
+    # average ranks of tied scores (1-based)
+    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
+    ends = np.r_[starts[1:], len(scores)]
+    for start, end in zip(starts, ends):
+        ranks[order[start:end]] = (start + end + 1) / 2
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
