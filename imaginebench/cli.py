@@ -50,16 +50,32 @@ def _info(args: argparse.Namespace) -> int:
 
 def _import_kalm(args: argparse.Namespace) -> int:
     from imaginebench.data.format import save_dataset
-    from imaginebench.data.importers.kalm import import_kalm_clevr
 
     check_output_path(args.out, args.overwrite)
-    dataset = import_kalm_clevr(
-        args.source,
-        level=args.level,
-        source=args.as_source,
-        instruction=args.instruction,
-        companion=args.companion,
-    )
+    if args.domain == "metaworld":
+        from imaginebench.data.importers.metaworld import import_metaworld
+
+        dataset, report = import_metaworld(
+            args.source,
+            level=args.level,
+            source=args.as_source,
+            instruction=args.instruction,
+            companion=args.companion,
+            keep_distractor=args.keep_distractor,
+        )
+        print(report.summary())
+    else:
+        from imaginebench.data.importers.kalm import import_kalm_clevr
+
+        if args.keep_distractor:
+            raise SystemExit("--keep-distractor applies to --domain metaworld only")
+        dataset = import_kalm_clevr(
+            args.source,
+            level=args.level or "train",
+            source=args.as_source,
+            instruction=args.instruction,
+            companion=args.companion,
+        )
     save_dataset(dataset, args.out, overwrite=args.overwrite)
     print(f"wrote {args.out}")
     print(dataset.summary())
@@ -315,7 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_info)
 
     p = sub.add_parser(
-        "import-kalm", help="convert an original KALM/ImagineBench CLEVR .npy/.h5 file"
+        "import-kalm",
+        help="convert an original KALM/ImagineBench CLEVR or Meta-World .npy/.h5 file "
+        "(Meta-World: every episode re-judged by our success functions, compared with the "
+        "file's marking)",
     )
     p.add_argument(
         "source",
@@ -324,7 +343,13 @@ def build_parser() -> argparse.ArgumentParser:
         "numbers is refused",
     )
     p.add_argument("--out", required=True)
-    p.add_argument("--level", default="train", choices=LEVELS)
+    p.add_argument("--domain", default="clevr", choices=("clevr", "metaworld"))
+    p.add_argument(
+        "--level",
+        default=None,
+        choices=LEVELS,
+        help="level of every episode (default: clevr train; metaworld from the env names)",
+    )
     p.add_argument("--as-source", default="real", choices=("real", "imaginary"))
     p.add_argument(
         "--instruction",
@@ -336,8 +361,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--companion",
         default=None,
-        help="the .npy dict with instructions/goals of an .h5 file that lacks them (never "
-        "guessed: only named files are read)",
+        help="the .npy dict with instructions/goals (metaworld: env_names/instructions, .npy "
+        "or .h5) of an .h5 file that lacks them (never guessed: only named files are read)",
+    )
+    p.add_argument(
+        "--keep-distractor",
+        action="store_true",
+        help="metaworld: keep the entity slots the task does not use (the original's per-step "
+        "distractor) instead of clearing them",
     )
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=_import_kalm)

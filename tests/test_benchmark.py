@@ -79,6 +79,20 @@ def test_benchmark_files_are_checked(tmp_path):
         load_spec(tmp_path / "missing.yaml")
 
 
+def test_every_domain_with_offline_rl_configs_has_a_grid_over_all_of_them():
+    offline: dict[str, set[str]] = {}
+    for config in (ROOT / "configs").glob("*_*.yaml"):
+        if "modules.offline" in config.read_text():
+            algorithm, domain = config.stem.split("_", 1)
+            offline.setdefault(domain, set()).add(algorithm)
+    assert {"clevr", "babyai", "halfcheetah", "metaworld"} <= set(offline)
+    for domain, algorithms in offline.items():
+        spec = load_spec(ROOT / "configs" / "benchmark" / f"{domain}.yaml")
+        assert spec.domain == domain and set(spec.algorithms) == algorithms, domain
+        assert spec.variants == ["real", "imaginary", "oracle"] and spec.seeds == [0, 1, 2]
+        assert all(spec.config_path(a).is_file() for a in spec.algorithms)
+
+
 @pytest.mark.slow  # resolves training configs in-process (imports Lightning and the models)
 def test_settings_hash_changes_with_a_setting_and_only_then(tmp_path):
     from imaginebench.benchmark.settings import run_settings

@@ -1019,7 +1019,7 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     assert all(r.states.shape[1] == 10 and np.isfinite(r.states).all() for r in rollouts)
 
 
-@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah"])
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld"])
 def test_imagine_configs_parse(domain):
     from imaginebench.imagination import DecodingConfig
     from imaginebench.imagination.filters import FilterConfig
@@ -1049,7 +1049,7 @@ def test_lm_layers_keeps_the_first_pretrained_blocks():
         load_causal_lm("smollm2", layers=31)
 
 
-@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah"])
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld"])
 def test_collect_config_is_shared_with_the_rl_configs(domain):
     """The grounding fine-tune reads the same real data as the offline RL runs."""
     grounding = yaml.safe_load((ROOT / "configs" / f"grounding_{domain}.yaml").read_text())
@@ -1057,6 +1057,21 @@ def test_collect_config_is_shared_with_the_rl_configs(domain):
     assert CollectConfig(**grounding["data"]["init_args"]["collect"]) == CollectConfig(
         **rl["data"]["init_args"]["collect"]
     )
+
+
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld"])
+def test_grounding_configs_name_real_arguments(domain):
+    """Every setting of a grounding config is an argument of the class it configures (a typo
+    such as ``pack_sequence`` would otherwise only fail an hour-long run's start)."""
+    import inspect
+
+    cfg = yaml.safe_load((ROOT / "configs" / f"grounding_{domain}.yaml").read_text())
+    for section, cls in (("model", GroundingModule), ("data", GroundingDataModule)):
+        assert cfg[section]["class_path"].endswith(cls.__name__)
+        accepted = inspect.signature(cls.__init__).parameters
+        assert set(cfg[section]["init_args"]) <= set(accepted), section
+    CollectConfig(**cfg["data"]["init_args"]["collect"])
+    LoraSettings(**cfg["model"]["init_args"]["lora"])
 
 
 def _real_datamodule(tmp_path, domain, episodes, batch_size=8):

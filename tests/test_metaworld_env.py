@@ -18,7 +18,7 @@ from imaginebench.envs.metaworld.layout import (
     entity_slice,
 )
 from imaginebench.envs.metaworld.quality import MetaWorldQuality, filled_entities
-from imaginebench.envs.metaworld.scenes import Scene
+from imaginebench.envs.metaworld.scenes import Scene, compiled_model
 from imaginebench.envs.metaworld.suite import MetaWorldTaskSuite
 from imaginebench.envs.metaworld.tasks import (
     NAIL_REST_Y,
@@ -116,7 +116,7 @@ def test_rewards_terminate_and_truncate(env):
     actions = random_actions(100, seed=2) * 0.2
     rewards = []
     for t, action in enumerate(actions):
-        obs, reward, terminated, truncated, info = env.step(action)
+        _obs, reward, terminated, truncated, info = env.step(action)
         rewards.append(reward)
         assert not terminated and truncated == (t == 99) and info["is_success"] is False
     states = np.stack(env.trajectory)
@@ -135,7 +135,7 @@ def test_success_terminates_with_reward_10(env):
     env.reset(seed=3, options={"task": task})
     expert = make_expert("metaworld")
     for _ in range(100):
-        obs, reward, terminated, truncated, info = env.step(expert.act(env))
+        _obs, reward, terminated, truncated, info = env.step(expert.act(env))
         if terminated or truncated:
             break
     assert terminated and reward == SUCCESS_REWARD and info["is_success"] and not truncated
@@ -167,16 +167,17 @@ def test_locked_door_scene_has_a_hinge_held_by_a_latch_until_unlocked():
     scene = Scene("locked-door-open")
     sim = scene.sim
     model, data = sim.model, sim.data
-    scene.reset(scene.default_rand_vec())
+    initial = scene.reset(scene.default_rand_vec())
+    for _ in range(30):  # the hand out of the door's way
+        scene.step(np.array([-1.0, -1.0, 1.0, 0.0]))
     hinge = model.joint("doorjoint")
     lock_adr = int(model.jnt_qposadr[model.body("lock_link").jntadr[0]])
     assert data.qpos[lock_adr] == pytest.approx(1.5708, abs=1e-3)  # starts locked
-    opening = np.zeros(model.nv)
-    opening[hinge.dofadr[0]] = -3.0  # pull the door open (negative angle)
 
-    def pull(steps=20):
+    def pull(steps=20, torque=3.0):  # pull the door open (negative angle)
         for _ in range(steps):
-            data.qfrc_applied[:] = opening
+            data.qfrc_applied[:] = 0.0
+            data.qfrc_applied[hinge.dofadr[0]] = -torque
             scene.step(np.zeros(4))
         data.qfrc_applied[:] = 0.0
         return float(data.qpos[hinge.qposadr[0]])
@@ -185,12 +186,40 @@ def test_locked_door_scene_has_a_hinge_held_by_a_latch_until_unlocked():
     qpos = data.qpos.copy()
     qpos[lock_adr] = 0.0  # unlock
     sim.set_state(qpos, data.qvel.copy())
+    unlocked = scene.state()
     assert pull() < -0.1  # the door swings open
+    # ... far enough for the open goal (door-lock's own panel stops at the safe's wall, 0.66 rad)
+    assert pull(60, torque=20.0) < -1.4
+    states = np.stack([initial, unlocked, scene.state()])
+    assert MetaWorldTask("locked-door-open").success(states)[-1]
     # door-unlock keeps the unmodified scene: it starts locked (the original's did not)
     unlock = Scene("door-unlock")
     unlock.reset(unlock.default_rand_vec())
     assert unlock.sim.data.qpos[9] == pytest.approx(1.5708, abs=1e-3)
     assert "doorjoint" not in [unlock.sim.model.joint(i).name for i in range(unlock.sim.model.njnt)]
+
+
+@pytest.mark.parametrize("name", ["door-open", "locked-door-open"])
+def test_simulators_of_one_task_run_independent_copies_of_the_compiled_model(name):
+    # Meta-World's resets move bodies of the model (the door): one simulator's reset must not
+    # move another's door, nor the compiled model that later simulators copy.
+    compiled = compiled_model(Scene(name).sim.fullpath, name == "locked-door-open")
+    compiled_door = compiled.body("door").pos.copy()
+    first, second = Scene(name), Scene(name)
+    rng = np.random.default_rng(3)
+    first_params, second_params = first.sample_rand_vec(rng), second.sample_rand_vec(rng)
+    first.reset(first_params)
+    second.reset(second_params)
+    assert np.abs(first.door_pos() - second.door_pos()).max() > 0.01
+    actions = random_actions(8, seed=5)
+    interleaved = []
+    for action in actions:
+        interleaved.append(first.step(action))
+        second.step(-action)
+    alone = Scene(name)
+    alone.reset(first_params)
+    np.testing.assert_array_equal(interleaved, [alone.step(a) for a in actions])
+    np.testing.assert_array_equal(compiled.body("door").pos, compiled_door)
 
 
 def test_distractor_option(suite):
@@ -217,7 +246,10 @@ def test_distractor_option(suite):
 
 def test_distractor_ranges_cover_the_home_tasks_resets():
     home = {
-        "target_object": "reach", "lock": "door-unlock", "coffee": "coffee-push", "nail": "hammer"
+        "target_object": "reach",
+        "lock": "door-unlock",
+        "coffee": "coffee-push",
+        "nail": "hammer",
     }
     rng = np.random.default_rng(2)
     for entity, name in home.items():

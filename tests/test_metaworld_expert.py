@@ -9,14 +9,20 @@ import pytest
 
 from imaginebench.data.collect import collect
 from imaginebench.envs import make
-from imaginebench.envs.metaworld.layout import entity_slice
+from imaginebench.envs.metaworld.layout import entity_pos, entity_slice, pack_state
+from imaginebench.envs.metaworld.scenes import Scene, shared_scene
 from imaginebench.envs.metaworld.tasks import MetaWorldTask, stage2_goal
 from imaginebench.experts import expert_class, make_expert
 from imaginebench.experts.metaworld import (
+    HINGE_FROM_HANDLE,
+    SOCCER_SPEED,
     STAGE_POLICIES,
     MetaWorldExpert,
     door_lock_action,
+    expert_action,
     policy_observation,
+    scripted_policy,
+    soccer_action,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Constant\\(s\\) may be too high")
@@ -32,7 +38,7 @@ def run(env, task, seed, expert=None, steps=100):
     env.reset(seed=seed, options={"task": task})
     meta_world_success = None
     for t in range(steps):
-        _, _, terminated, truncated, info = env.step(expert.act(env))
+        _, _, terminated, truncated, _ = env.step(expert.act(env))
         if meta_world_success is None and env.scene.info["success"]:
             meta_world_success = t + 1
         if terminated or truncated:
@@ -108,6 +114,79 @@ def test_door_lock_keeps_pressing_the_lever():
     assert action[2] < 0 and action[3] == -1.0  # keeps pushing down, gripper open
     obs[:3] = [0.3, 0.5, 0.3]  # far away: goes up and back first
     assert door_lock_action(obs)[2] > 0
+
+
+def test_soccer_pushes_the_ball_along_its_line_to_the_goal():
+    ball, goal = np.array([0.0, 0.65, 0.026]), np.array([0.0, 0.85, 0.0])
+    row = np.concatenate([ball, [0.0, 0.0, 0.0, 1.0]])
+
+    def act(hand):
+        return soccer_action(pack_state(np.asarray(hand), 1.0, goal, {"soccer": row}))
+
+    push = act([0.0, 0.6, 0.05])  # lined up behind the ball
+    assert push[1] == pytest.approx(SOCCER_SPEED) and abs(push[0]) < 1e-6
+    assert act([0.0, 0.7, 0.05])[2] > 0  # in front of the ball: goes round it, higher
+    # a ball off the goal's line is pushed along the line to the goal, aimed past the centre
+    row[:2] = [-0.1, 0.65]
+    push = act([-0.1 - 0.035, 0.65 - 0.035, 0.05])
+    assert 0.7 < push[0] / push[1] < 1.2
+
+
+def test_soccer_scores_where_meta_worlds_policy_misses(envs):
+    scene = shared_scene("soccer")
+    rand_vec = scene.default_rand_vec()
+    rand_vec[[0, 1, 3, 4]] = [0.027, 0.635, 0.086, 0.851]  # the ball off the goal's line
+    initial = scene.reset(rand_vec)
+    env, task = envs["hard"], MetaWorldTask("soccer")
+    scored = {}
+    for name, policy in [
+        ("ours", lambda states: expert_action(task, states)),
+        (
+            "meta-world",
+            lambda states: scripted_policy("soccer-v3").get_action(
+                policy_observation(states[-1], "soccer")
+            ),
+        ),
+    ]:
+        env.reset(options={"task": task, "initial_state": initial})
+        for _ in range(100):
+            _, _, terminated, truncated, _ = env.step(
+                np.clip(policy(np.stack(env.trajectory)), -1, 1)
+            )
+            if terminated or truncated:
+                break
+        scored[name] = terminated
+    assert scored == {"ours": True, "meta-world": False}
+
+
+def test_hinge_is_where_the_expert_puts_it():
+    scene = Scene("locked-door-open")
+    for rand_vec in (scene.rand_low, scene.rand_high):
+        state = scene.reset(rand_vec)
+        hinge = scene.sim.data.body("door_link").xpos[:2]
+        np.testing.assert_allclose(
+            hinge - state[entity_pos("handle")][:2], HINGE_FROM_HANDLE, atol=2e-3
+        )
+
+
+def test_locked_door_open_chain_unlocks_then_pulls_the_door_open_within_100_steps(envs):
+    task = MetaWorldTask("locked-door-open")
+    solved, _, states = run(envs["hard"], task, seed=0)
+    assert solved is not None and solved <= 100
+    unlocked = int(np.argmax(task.stage(states)))
+    assert 0 < unlocked < 40  # the direct approach unlocks in about 31 steps
+    handle = states[:, entity_pos("handle")]
+    assert np.linalg.norm(handle[unlocked, :2] - handle[0, :2]) < 0.01  # still shut then
+    # the fingers pull from behind the bar's overhang, left of the stem (door frame x 0.312),
+    # rather than going round the stem
+    hinge = handle[0, :2] + HINGE_FROM_HANDLE
+    rel = handle[:, :2] - hinge
+    angle = np.arctan2(rel[:, 1], rel[:, 0]) - np.arctan2(rel[0, 1], rel[0, 0])
+    opening = np.flatnonzero(angle < -0.05)
+    assert len(opening) and opening[0] > unlocked
+    hand = states[opening, :2] - hinge
+    along_door = np.cos(angle[opening]) * hand[:, 0] + np.sin(angle[opening]) * hand[:, 1]
+    assert (along_door < 0.312 - 0.01).all()
 
 
 def test_noise_and_determinism(envs):

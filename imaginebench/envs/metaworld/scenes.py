@@ -16,9 +16,14 @@ compositions of the ``hard`` level are built from installed scenes:
   the door shut while the lock is turned down more than :data:`LATCH_ANGLE` and the door is
   closed, so the door physically opens only after it is unlocked. The door is placed in
   door-open's range (:data:`LOCKED_DOOR_LOW` .. :data:`LOCKED_DOOR_HIGH`), where the opened
-  door's handle stays within the hand's reach. The original added the hinge
+  door's handle stays within the hand's reach. The door panel's collision box is door-open's
+  (:data:`DOOR_OPEN_PANEL`): door-lock's reaches the hinge, and the hinged panel hit the safe's
+  side wall at 0.62 rad, short of the 1.4 rad the open goal needs. The original added the hinge
   to the shared door-lock XML, which shifted the lock's qpos index and left door-unlock starting
   unlocked (unsolvable); here door-unlock and door-lock keep the unmodified XML.
+
+Each scene XML is compiled once per process (:func:`compiled_model`); every simulator runs its
+own copy of the model.
 
 Meta-World's own reward and success (``evaluate_state``) are computed by its ``step`` but not
 used: rewards and success are functions of the 91-d state (:mod:`.tasks`).
@@ -26,8 +31,9 @@ used: rewards and success are functions of the 91-d state (:mod:`.tasks`).
 
 from __future__ import annotations
 
+import copy
 import importlib
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import mujoco
@@ -121,6 +127,11 @@ DOOR_CLOSED = 0.01  # rad: the latch only engages on a closed door
 # handle of the opened door would lie beyond the hand's reach (y < 0.40).
 LOCKED_DOOR_LOW = (0.0, 0.85, 0.15)
 LOCKED_DOOR_HIGH = (0.1, 0.95, 0.15)
+# The door panel's collision box (half sizes): door-lock's (doorlockA.xml) reaches the hinge and
+# hits the safe's side wall at 0.62 rad, short of the ~1.4 rad the open goal needs; door-open's
+# hinged door (doorlockB.xml) has a narrower panel that swings past it.
+DOOR_LOCK_PANEL = (0.184, 0.01, 0.124)
+DOOR_OPEN_PANEL = (0.18, 0.01, 0.123)
 
 
 def _env_class(name: str) -> type:
@@ -134,37 +145,67 @@ def _scipy_quat(xmat: np.ndarray) -> np.ndarray:
     return Rotation.from_matrix(np.asarray(xmat).reshape(3, 3)).as_quat()
 
 
-def _locked_door_class() -> type:
-    """The door-unlock environment on the door-lock scene with a door hinge and a latch."""
-    base = _env_class("door-unlock")
+@cache
+def compiled_model(xml_path: str, locked_door: bool = False) -> mujoco.MjModel:
+    """The model compiled from ``xml_path`` (``locked_door``: with the hinge, latch and panel of
+    :func:`locked_door_spec`), once per process: compiling takes ~0.7 s (meshes), a copy
+    ~0.08 s. Each simulator gets its own copy (Meta-World's resets move bodies and sites of
+    the model)."""
+    if locked_door:
+        return locked_door_spec(xml_path).compile()
+    return mujoco.MjModel.from_xml_path(xml_path)
 
-    class SawyerLockedDoorOpenEnv(base):  # type: ignore[misc, valid-type]
+
+def locked_door_spec(xml_path: str) -> mujoco.MjSpec:
+    """The door-lock scene with a door hinge, a named handle, door-open's panel collision box
+    and a latch (:data:`LATCH_ANGLE`)."""
+    spec = mujoco.MjSpec.from_file(xml_path)
+    door = spec.body("door_link")
+    door.add_joint(
+        name="doorjoint",
+        type=mujoco.mjtJoint.mjJNT_HINGE,
+        axis=[0, 0, 1],
+        range=[-2.0, 0.0],
+        limited=mujoco.mjtLimited.mjLIMITED_TRUE,
+        damping=2.0,
+        armature=0.001,
+    )
+    for geom in door.geoms:
+        if geom.meshname == "door_handle":
+            geom.name = "handle"
+        if geom.type == mujoco.mjtGeom.mjGEOM_BOX and geom.size[0] == DOOR_LOCK_PANEL[0]:
+            geom.size = DOOR_OPEN_PANEL  # the panel's collision box: clear the safe's wall
+    spec.add_equality(
+        name="latch",
+        type=mujoco.mjtEq.mjEQ_JOINT,
+        name1="doorjoint",
+        objtype=mujoco.mjtObj.mjOBJ_JOINT,
+    )
+    return spec
+
+
+@cache
+def _scene_class(name: str) -> type:
+    """Meta-World's class for task ``name``, simulating a copy of the cached compiled model;
+    for locked-door-open the door-unlock environment on :func:`locked_door_spec`'s scene."""
+    base = _env_class("door-unlock" if name == "locked-door-open" else name)
+    locked_door = name == "locked-door-open"
+
+    class CachedModelEnv(base):  # type: ignore[misc, valid-type]
         def _initialize_simulation(self) -> tuple[mujoco.MjModel, mujoco.MjData]:
-            spec = mujoco.MjSpec.from_file(self.fullpath)
-            door = spec.body("door_link")
-            door.add_joint(
-                name="doorjoint",
-                type=mujoco.mjtJoint.mjJNT_HINGE,
-                axis=[0, 0, 1],
-                range=[-2.0, 0.0],
-                limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-                damping=2.0,
-                armature=0.001,
-            )
-            for geom in door.geoms:
-                if geom.meshname == "door_handle":
-                    geom.name = "handle"
-            spec.add_equality(
-                name="latch",
-                type=mujoco.mjtEq.mjEQ_JOINT,
-                name1="doorjoint",
-                objtype=mujoco.mjtObj.mjOBJ_JOINT,
-            )
-            model = spec.compile()
+            model = copy.copy(compiled_model(self.fullpath, locked_door))
             model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.width)
             model.vis.global_.offheight = max(model.vis.global_.offheight, self.height)
             return model, mujoco.MjData(model)
 
+    CachedModelEnv.__name__ = CachedModelEnv.__qualname__ = base.__name__
+    return _locked_door_class(CachedModelEnv) if locked_door else CachedModelEnv
+
+
+def _locked_door_class(base: type) -> type:
+    """Resets and steps of the locked door: the lock set by name, the latch updated."""
+
+    class SawyerLockedDoorOpenEnv(base):  # type: ignore[misc, valid-type]
         def _lock_adr(self) -> int:
             hinge = self.model.body("lock_link").jntadr[0]
             return int(self.model.jnt_qposadr[hinge])
@@ -192,8 +233,7 @@ def _locked_door_class() -> type:
 
 def make_sim(name: str, **kwargs: Any) -> Any:
     """A Meta-World environment for task ``name``: goal observable, task set, rand_vec frozen."""
-    cls = _locked_door_class() if name == "locked-door-open" else _env_class(name)
-    sim = cls(**kwargs)
+    sim = _scene_class(check_task_name(name))(**kwargs)
     sim._partially_observable = False
     sim._set_task_called = True
     sim._freeze_rand_vec = True
@@ -320,7 +360,7 @@ class Scene:
         self.sim.close()
 
 
-@lru_cache(maxsize=None)
+@cache
 def shared_scene(name: str) -> Scene:
     """A per-process scene used to sample initial states (never one an env is running)."""
     return Scene(name)
