@@ -109,8 +109,11 @@ def imagine_level(
     module.merge_lora()  # inference only: one matmul per projection instead of three
     env = make(domain, level).unwrapped
     limit = int(env.max_episode_steps)
-    if horizon is None and filters.horizon_quantile is not None:
-        real = load_dataset(_real_data_path(checkpoint))
+    needs_horizon = horizon is None and filters.horizon_quantile is not None
+    needs_ensemble = state_model == "ensemble" or ensemble_confidence
+    real_path = _real_data_path(checkpoint) if needs_horizon or needs_ensemble else None
+    real = load_dataset(real_path) if real_path is not None else None  # read once, used twice
+    if needs_horizon:
         horizon = real_horizon(
             real.episode_lengths(),
             real.episode_success,
@@ -130,8 +133,8 @@ def imagine_level(
     specs = spec.make_suite().episodes(level, rollouts, seed, split="data")
     candidates = [s for s in specs for _ in range(filters.best_of)]
     scorer = how = None
-    if state_model == "ensemble" or ensemble_confidence:
-        scorer, how = fit_ensemble_on(_real_data_path(checkpoint), ensemble, progress)
+    if needs_ensemble:
+        scorer, how = fit_ensemble_on(real_path, ensemble, progress, loaded=real)
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
