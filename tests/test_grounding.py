@@ -1187,3 +1187,19 @@ def test_categorical_state_head_learns_and_imagines_valid_grid_states(tmp_path, 
     clevr = _datamodule(real_path)
     with pytest.raises(ValueError, match="integer states"):
         _trainer(1).fit(_tiny(clevr, state_classes=8), clevr)
+
+
+def test_auto_precision_is_bfloat16_only_where_it_is_native(monkeypatch):
+    """``precision: auto`` picks bfloat16 only with native bfloat16 (emulated is ~8x slower)."""
+    from imaginebench.modules.grounding.language_models import resolve_precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    avx2 = frozenset({"fpu", "sse4_2", "avx", "avx2", "fma"})
+    assert resolve_precision("auto", avx2) == "float32"
+    assert resolve_precision("auto", avx2 | {"avx512f", "avx512_bf16"}) == "bfloat16"
+    assert resolve_precision("auto", avx2 | {"amx_bf16"}) == "bfloat16"
+    assert resolve_precision("auto", frozenset({"asimd", "bf16"})) == "bfloat16"  # aarch64
+    assert resolve_precision("bfloat16", avx2) == "bfloat16"  # an explicit choice is kept
+    assert resolve_precision("float32", avx2 | {"amx_bf16"}) == "float32"
+    with pytest.raises(ValueError, match="precision must be"):
+        resolve_precision("float16", avx2)

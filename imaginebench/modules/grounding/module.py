@@ -81,7 +81,8 @@ class GroundingModule(L.LightningModule):
             directory or, with ``IMAGINEBENCH_ALLOW_DOWNLOAD=1``, a hub name.
         lm_config: build a randomly initialised LM from this config instead (tests).
         tokenizer: tokenizer directory/name (default: the LM's own).
-        precision: ``float32`` or ``bfloat16`` LM weights.
+        precision: ``float32``, ``bfloat16`` or ``auto`` (bfloat16 where it is native) LM
+            weights.
         load_in_4bit: NF4-quantise the frozen LM through bitsandbytes (QLoRA; needs ``lora``).
         lora: LoRA settings (:class:`LoraSettings` or a dict of its fields), or ``None`` for
             full fine-tuning.
