@@ -789,9 +789,23 @@ IN_MEMORY_REFUSALS = {
         _set(instructions=["a", 3, "c"]),
         "string table 'instructions' must be a list of str",
     ),
-    "table_duplicate": (
-        _set(tasks=("x", "x")),
-        "string table 'tasks' has duplicate entry 'x'",
+    "table_duplicate": (  # the entry seen twice, not the first one
+        _set(tasks=("a", "b", "b")),
+        "string table 'tasks' has duplicate entry 'b'",
+    ),
+    "action_spec": (
+        _set(action_spec={"type": "discrete", "n": 0}),
+        "invalid action_spec {'type': 'discrete', 'n': 0}: discrete spec needs an integer 'n' "
+        ">= 1",
+    ),
+    "continuous_actions_int": (
+        _set(action_spec=CONTINUOUS),
+        "dataset 'actions' has dtype int64 (signed integer), expected floating point",
+    ),
+    "level_id": (
+        _item("episode_level", 0, 7),
+        "dataset 'episode_level' has 1 value(s) out of range [0, 4) (index into levels "
+        "['train', 'rephrase', 'easy', 'hard']); first at episode 0: 7",
     ),
     "confidence_not_mapping": (
         _set(confidence=[("a", np.zeros(20))]),
@@ -956,7 +970,7 @@ def test_confidence_of_exactly_0_and_1_is_valid() -> None:
     np.testing.assert_array_equal(out.confidence["edge"], values.astype(np.float32))
 
 
-def test_validate_keeps_what_is_valid_at_the_edges() -> None:
+def test_validate_keeps_what_is_valid_at_the_edges(caplog: pytest.LogCaptureFixture) -> None:
     """One state dimension, unsigned discrete actions, a drop that adds to an earlier count;
     ``nonfinite`` other than raise / drop is refused."""
     ds = make_ds(n_eps=6, state_dim=1)
@@ -970,7 +984,11 @@ def test_validate_keeps_what_is_valid_at_the_edges() -> None:
     dropped.dropped_nonfinite = 2
     dropped.rewards = dropped.rewards.copy()
     dropped.rewards[9] = np.inf  # episode 2
-    out = validate(dropped, nonfinite="drop")
+    with caplog.at_level(logging.WARNING, logger=validation.__name__):
+        out = validate(dropped, source_name="mine.h5", nonfinite="drop")
     assert len(out) == 5 and out.dropped_nonfinite == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "mine.h5: dropping 1 of 6 episodes with non-finite states/actions/rewards"
+    ]
     with pytest.raises(ValueError, match="nonfinite must be 'raise' or 'drop', got 'keep'"):
         validate(make_ds(), nonfinite="keep")  # type: ignore[arg-type]
