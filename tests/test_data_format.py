@@ -6,7 +6,7 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import h5py
 import numpy as np
@@ -749,3 +749,246 @@ def test_a_confidence_that_is_not_a_group_is_refused(saved: Path) -> None:
     with h5py.File(saved, "r+") as f:
         f.create_dataset("confidence", data=np.zeros(3))
     expect_error(saved, "'confidence' must be a group")
+
+
+def _in_memory(edit: Callable[[RolloutDataset], None]) -> RolloutDataset:
+    """``make_ds(n_eps=6)`` edited: 20 transitions, episode offsets 0 5 8 11 14 15 20 (26 states),
+    instructions "go to 0/1/2" (per episode 0 1 2 0 1 2), two tasks, terminal flags on
+    transitions 4 and 13."""
+    ds = make_ds(n_eps=6)
+    edit(ds)
+    return ds
+
+
+def _set(**fields: Any) -> Callable[[RolloutDataset], None]:
+    def edit(ds: RolloutDataset) -> None:
+        for name, value in fields.items():
+            setattr(ds, name, value)
+
+    return edit
+
+
+def _item(name: str, index: Any, value: Any) -> Callable[[RolloutDataset], None]:
+    def edit(ds: RolloutDataset) -> None:
+        arr = getattr(ds, name).copy()
+        arr[index] = value
+        setattr(ds, name, arr)
+
+    return edit
+
+
+def _map(name: str, fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[RolloutDataset], None]:
+    return lambda ds: setattr(ds, name, fn(getattr(ds, name)))
+
+
+_instruction_id = _item("episode_instruction", 3, 7)
+
+
+IN_MEMORY_REFUSALS = {
+    "table_not_str": (
+        _set(instructions=["a", 3, "c"]),
+        "string table 'instructions' must be a list of str",
+    ),
+    "table_duplicate": (  # the entry seen twice, not the first one
+        _set(tasks=("a", "b", "b")),
+        "string table 'tasks' has duplicate entry 'b'",
+    ),
+    "action_spec": (
+        _set(action_spec={"type": "discrete", "n": 0}),
+        "invalid action_spec {'type': 'discrete', 'n': 0}: discrete spec needs an integer 'n' "
+        ">= 1",
+    ),
+    "continuous_actions_int": (
+        _set(action_spec=CONTINUOUS),
+        "dataset 'actions' has dtype int64 (signed integer), expected floating point",
+    ),
+    "level_id": (
+        _item("episode_level", 0, 7),
+        "dataset 'episode_level' has 1 value(s) out of range [0, 4) (index into levels "
+        "['train', 'rephrase', 'easy', 'hard']); first at episode 0: 7",
+    ),
+    "confidence_not_mapping": (
+        _set(confidence=[("a", np.zeros(20))]),
+        "'confidence' must map source names to (N,) arrays",
+    ),
+    "confidence_name": (
+        _set(confidence={"Bad": np.zeros(20)}),
+        "confidence source name 'Bad' must be lower-case letters, digits and underscores, "
+        "starting with a letter",
+    ),
+    "confidence_int": (
+        _set(confidence={"c": np.zeros(20, dtype=np.int32)}),
+        "dataset 'confidence/c' has dtype int32 (signed integer), expected floating point",
+    ),
+    "confidence_short": (
+        _set(confidence={"c": np.zeros(19)}),
+        "dataset 'confidence/c' has shape (19,), expected (20,) (one per transition)",
+    ),
+    "confidence_big": (
+        _set(confidence={"c": np.r_[np.zeros(19), 2.0]}),
+        "dataset 'confidence/c' has 1 value(s) that are NaN, infinite or outside [0, 1] (first: "
+        "transition 19: 2.0); a confidence is a finite number in [0, 1] (recompute it with "
+        "imaginebench score-imaginary)",
+    ),
+    "states_timedelta": (  # a dtype kind without a name in words: its letter
+        lambda ds: setattr(ds, "states", np.zeros(ds.states.shape, dtype="m8[s]")),
+        "dataset 'states' has dtype timedelta64[s] ('m'), expected floating point",
+    ),
+    "actions_float": (
+        lambda ds: setattr(ds, "actions", ds.actions.astype(np.float32)),
+        "dataset 'actions' has dtype float32 (floating point), expected signed integer or "
+        "unsigned integer",
+    ),
+    "instruction_id": (  # only episode 3 is out of range; episode 0 holds id 0
+        _instruction_id,
+        "dataset 'episode_instruction' has 1 value(s) out of range [0, 3) (index into "
+        "'instructions'); first at episode 3: 7",
+    ),
+    "task_id": (
+        _item("episode_task", 2, 5),
+        "dataset 'episode_task' has 1 value(s) out of range [0, 2) (index into 'tasks'); first "
+        "at episode 2: 5",
+    ),
+    "source_id": (
+        _item("episode_source", 1, 9),
+        "dataset 'episode_source' has 1 value(s) out of range [0, 2) (index into sources "
+        "['real', 'imaginary']); first at episode 1: 9",
+    ),
+    "domain_empty": (_set(domain=""), "'domain' must be a non-empty string, got ''"),
+    "provenance_list": (_set(provenance=[1]), "'provenance' must be a JSON object, got list"),
+    "provenance_object": (
+        _set(provenance={"x": object()}),
+        "'provenance' is not JSON-serialisable (Object of type object is not JSON serializable)",
+    ),
+    "states_1d": (
+        _map("states", lambda a: a[:, 0]),
+        "dataset 'states' must be 2-D (num_states, state_dim>=1), got shape (26,)",
+    ),
+    "states_no_columns": (
+        _map("states", lambda a: a[:, :0]),
+        "dataset 'states' must be 2-D (num_states, state_dim>=1), got shape (26, 0)",
+    ),
+    "rewards_2d": (
+        _map("rewards", lambda a: a[:, None]),
+        "dataset 'rewards' must be 1-D, got shape (20, 1)",
+    ),
+    "actions_scalar": (
+        _set(actions=np.asarray(3)),
+        "transition datasets have inconsistent lengths (actions=None, rewards=20, terminals=20, "
+        "truncations=20); all must have one entry per transition",
+    ),
+    "actions_2d": (
+        _map("actions", lambda a: a[:, None]),
+        "dataset 'actions' has shape (20, 1), expected (20,) (one per transition)",
+    ),
+    "terminals_2d": (
+        _map("terminals", lambda a: a[:, None]),
+        "dataset 'terminals' has shape (20, 1), expected (20,) (one per transition)",
+    ),
+    "truncations_2d": (
+        _map("truncations", lambda a: a[:, None]),
+        "dataset 'truncations' has shape (20, 1), expected (20,) (one per transition)",
+    ),
+    "offsets_2d": (
+        _map("episode_offsets", lambda a: a[None]),
+        "dataset 'episode_offsets' must be 1-D with E + 1 >= 1 entries, got shape (1, 7)",
+    ),
+    "offsets_start": (
+        _item("episode_offsets", 0, 1),
+        "dataset 'episode_offsets' must start at 0, starts at 1",
+    ),
+    "offsets_empty_episode": (  # after an episode of length 1: the empty one is named
+        _item("episode_offsets", 6, 15),
+        "dataset 'episode_offsets' must be strictly increasing (every episode has >= 1 "
+        "transition); episode 5 spans [15, 15)",
+    ),
+    "offsets_end": (
+        _item("episode_offsets", 6, 19),
+        "dataset 'episode_offsets' ends at 19 but there are 20 transitions (length of "
+        "'rewards')",
+    ),
+    "states_rows": (
+        _map("states", lambda a: a[:-1]),
+        "dataset 'states' has 25 rows, expected N + E = 20 + 6 = 26 (one extra final state per "
+        "episode)",
+    ),
+    "success_short": (
+        _map("episode_success", lambda a: a[:-1]),
+        "dataset 'episode_success' has shape (5,), expected (6,) (one per episode)",
+    ),
+    "task_not_json": (
+        _set(tasks=['{"a": 1}', "x" * 100]),
+        f"string table 'tasks' entry 1 is not valid JSON: {'x' * 80!r}",
+    ),
+    "terminal_first_of_episode": (  # transition 5 opens episode 1 (transitions 5-7)
+        _item("terminals", 5, True),
+        "dataset 'terminals' is set on 1 transition(s) that are not the last of their episode "
+        "(first: transition 5 of episode 1, which ends at 7)",
+    ),
+    "truncation_mid": (
+        _item("truncations", 16, True),
+        "dataset 'truncations' is set on 1 transition(s) that are not the last of their "
+        "episode (first: transition 16 of episode 5, which ends at 19)",
+    ),
+    "nonfinite": (  # a reward of episode 2 (transitions 8-10)
+        _item("rewards", 9, np.nan),
+        "non-finite values (NaN/inf) in states/actions/rewards of 1 of 6 episodes (first: "
+        "episode 2); load with nonfinite='drop' (imaginebench info --drop-nonfinite) to discard "
+        "them",
+    ),
+    "action_uint64_huge": (  # above int64's range: must not wrap into a valid action
+        lambda ds: setattr(
+            ds, "actions", np.where(np.arange(20) == 4, np.iinfo(np.uint64).max, 1).astype("u8")
+        ),
+        "dataset 'actions' has 1 discrete action(s) outside [0, 5) (action_spec n); first at "
+        "transition 4: 18446744073709551615",
+    ),
+    "continuous_action_shape": (
+        lambda ds: setattr(ds, "action_spec", CONTINUOUS) or _map("actions", np.float32)(ds),
+        "dataset 'actions' has shape (20,), expected (20, 2) (action_spec shape [2])",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IN_MEMORY_REFUSALS))
+def test_in_memory_refusals_name_the_source_and_the_problem(case: str) -> None:
+    """The whole message, ``<source>: <problem>``: the source as given (or the in-memory
+    default), the dataset, what it holds and what was expected."""
+    edit, problem = IN_MEMORY_REFUSALS[case]
+    with pytest.raises(DatasetError) as info:
+        validate(_in_memory(edit), source_name="mine.h5")
+    assert str(info.value) == f"mine.h5: {problem}"
+    with pytest.raises(DatasetError) as info:
+        validate(_in_memory(edit))
+    assert str(info.value) == f"<in-memory dataset>: {problem}"
+
+
+def test_confidence_of_exactly_0_and_1_is_valid() -> None:
+    ds = make_ds(n_eps=6)
+    values = np.where(np.arange(ds.num_transitions) % 2 == 0, 0.0, 1.0)
+    out = validate(ds.with_confidence("edge", values))
+    np.testing.assert_array_equal(out.confidence["edge"], values.astype(np.float32))
+
+
+def test_validate_keeps_what_is_valid_at_the_edges(caplog: pytest.LogCaptureFixture) -> None:
+    """One state dimension, unsigned discrete actions, a drop that adds to an earlier count;
+    ``nonfinite`` other than raise / drop is refused."""
+    ds = make_ds(n_eps=6, state_dim=1)
+    assert validate(ds).state_dim == 1
+    unsigned = make_ds(n_eps=6)
+    unsigned.actions = unsigned.actions.astype(np.uint64)
+    out = validate(unsigned)
+    assert out.actions.dtype == np.int64
+    np.testing.assert_array_equal(out.actions, unsigned.actions)
+    dropped = make_ds(n_eps=6)
+    dropped.dropped_nonfinite = 2
+    dropped.rewards = dropped.rewards.copy()
+    dropped.rewards[9] = np.inf  # episode 2
+    with caplog.at_level(logging.WARNING, logger=validation.__name__):
+        out = validate(dropped, source_name="mine.h5", nonfinite="drop")
+    assert len(out) == 5 and out.dropped_nonfinite == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "mine.h5: dropping 1 of 6 episodes with non-finite states/actions/rewards"
+    ]
+    with pytest.raises(ValueError, match="nonfinite must be 'raise' or 'drop', got 'keep'"):
+        validate(make_ds(), nonfinite="keep")  # type: ignore[arg-type]

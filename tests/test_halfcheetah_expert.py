@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -11,7 +12,7 @@ import torch
 from imaginebench.data.shipped import verify_manifest
 from imaginebench.envs import make
 from imaginebench.envs.halfcheetah.env import episode_rewards
-from imaginebench.envs.halfcheetah.physics import DT, ROOTZ, clearance, set_state
+from imaginebench.envs.halfcheetah.physics import DT, ROOTZ, clearance, load_model, set_state
 from imaginebench.envs.halfcheetah.tasks import Jump, JumpInPlace, Run, Shuttle
 from imaginebench.experts import make_expert
 from imaginebench.experts.halfcheetah import (
@@ -74,6 +75,42 @@ def test_jump_skill_rewards_height_only_in_flight():
     height = float(clearance(state))
     assert height > 0.8
     assert reward == pytest.approx(JUMP_HEIGHT_WEIGHT * height - abs(float(state[0])) / DT)
+
+
+def _mujoco_lowest_point(state: np.ndarray) -> float:
+    """Height of the body's lowest point by MuJoCo's own kinematics (not :func:`clearance`)."""
+    model = load_model()
+    data = mujoco.MjData(model)
+    set_state(model, data, state)
+    lowest = np.inf
+    for g in range(1, model.ngeom):  # every capsule (geom 0 is the floor)
+        half = data.geom_xmat[g].reshape(3, 3)[2, 2] * model.geom_size[g, 1]
+        lowest = min(lowest, data.geom_xpos[g, 2] - abs(half) - model.geom_size[g, 0])
+    return float(lowest)
+
+
+@pytest.mark.parametrize(
+    "skill, speed_term",  # the speed term at v = +1 m/s: +-0.5 v for the jumps, -|v| in place
+    [("jump_forward", 0.5), ("jump_backward", -0.5), ("jump_in_place", -1.0)],
+)
+@pytest.mark.parametrize("clearance_m, height_term", [(0.4, 4.0), (-0.01, 0.0)])
+def test_jump_skill_reward_of_a_constructed_state(
+    skill: str, speed_term: float, clearance_m: float, height_term: float
+) -> None:
+    """Zero pose with its lowest point 0.4 m above the floor (in flight) or 1 cm into it, 5 cm
+    forward in one step (v = 1 m/s), action 0.5 on every joint (control cost 0.1 * 6 * 0.25):
+    reward = 10 * max(h, 0) + speed term - 0.15."""
+    state = np.zeros(18)
+    state[ROOTZ] = clearance_m - _mujoco_lowest_point(state)  # the zero pose's offset
+    assert _mujoco_lowest_point(state) == pytest.approx(clearance_m, abs=1e-12)
+    state[0] = 1.0 * DT
+    action = np.full(6, 0.5, dtype=np.float32)
+    reward = SKILLS[skill](action, state.astype(np.float32))
+    assert reward == pytest.approx(height_term + speed_term - 0.15, abs=1e-5)
+    if skill == "jump_in_place":  # |v|: running backwards costs the same
+        state[0] = -1.0 * DT
+        reward = SKILLS[skill](action, state.astype(np.float32))
+        assert reward == pytest.approx(height_term + speed_term - 0.15, abs=1e-5)
 
 
 def test_actor_round_trip_is_exact_up_to_float16(tmp_path):

@@ -12,9 +12,11 @@ from imaginebench.envs.halfcheetah.tasks import (
     Jump,
     JumpInPlace,
     Run,
+    JUMP_CLEARANCE,
     Shuttle,
     displacement,
     jumped,
+    takeoff_height,
 )
 
 # In the zero pose (every angle 0) the lowest point is linear in rootz.
@@ -247,3 +249,80 @@ def test_initial_states_follow_the_v5_reset_distribution():
         )
     with pytest.raises(TypeError, match="HalfCheetah task"):
         suite.sample_initial_state(object(), np.random.default_rng(0))
+
+
+def at_clearance(height: float) -> np.ndarray:
+    """A zero-pose state whose :func:`clearance` is exactly ``height`` (rootz nudged by ulps)."""
+    state = traj([0.0], [height])[0]
+    for _ in range(16):
+        got = float(clearance(state))
+        if got == height:
+            return state
+        state[1] = np.nextafter(state[1], -np.inf if got > height else np.inf)
+    raise AssertionError(f"no rootz gives a clearance of exactly {height}")
+
+
+def test_thresholds_at_their_exact_values():
+    """Each documented comparison at its boundary: ``S_t > 7``, ``S_t > 0.3``, ``|S_k| < 1.05``,
+    ``P_t >= 3`` and ``S_t <= P_t - 3``, take-off ``H_t >= 0.3`` (the touchdown's ``<= 0.01`` is
+    not tested at equality: no rootz of the zero pose gives a clearance of exactly 0.01)."""
+    # 112 steps of 1/16 m reach exactly 7 m (binary fractions: the sums are exact)
+    run = traj(path((113, 7.0625)))
+    assert displacement(run)[112] == 7.0 and first_success(Run("forward"), run) == 113
+    floor, up = traj([0.0, 0.0], [0.0, 0.4])
+    hop = np.stack([floor, floor, up, floor, floor])
+    hop[:, 0] = [0.0, 0.0, 0.0, 0.3, 0.0625]  # S = 0, 0, 0, 0.3, 0.3625
+    assert first_success(Jump("forward"), hop) == 4
+    hop[:, 0] = [0.0, 0.0, 1.0, 0.05, 0.0]  # |S| = 1, then 1.05
+    assert JumpInPlace().success(hop).tolist() == [False, False, True, False, False]
+    shuttle = traj([0.0, 3.0, -1.5, -1.5])  # S = 0, 3, 1.5, 0
+    assert Shuttle("forward").success(shuttle).tolist() == [False, False, False, True]
+    np.testing.assert_allclose(Shuttle("forward").progress(shuttle), [0.0, 1.0, 1.5, 2.0])
+    exact = np.stack([floor, at_clearance(JUMP_CLEARANCE)])
+    assert jumped(exact).tolist() == [False, True]
+
+
+def test_takeoff_height_per_history_of_a_batch():
+    """Take-off heights by hand for two histories judged as one batch: the first starts in the
+    air (reset), so its fall does not count until it has touched the floor."""
+    heights = np.array([[0.35, 0.2, 0.0, 0.2, 0.4, 0.0], [0.0, 0.2, 0.0, 0.32, 0.1, 0.0]])
+    batch = np.stack([traj(np.zeros(6), h) for h in heights])
+    expected = [[-np.inf, -np.inf, -np.inf, 0.2, 0.4, 0.4], [-np.inf, 0.2, 0.2, 0.32, 0.32, 0.32]]
+    np.testing.assert_allclose(takeoff_height(batch), expected, atol=1e-12)
+    assert jumped(batch).tolist() == [[False] * 4 + [True] * 2, [False] * 3 + [True] * 3]
+
+
+def test_jump_progress_values():
+    """Height progress (take-off / 0.3, at most 1) plus displacement progress (S / 0.3, at most
+    1); jumping in place subtracts the stray beyond 1.05 m in units of 1.05 m."""
+    dx, heights = np.array([0.0, 0.0, 0.15, 0.0, 0.45]), [0.0, 0.0, 0.15, 0.6, 0.0]
+    states = traj(dx, heights)  # S = 0, 0, 0.15, 0.15, 0.6; take-off -inf, 0, 0.15, 0.6, 0.6
+    np.testing.assert_allclose(Jump("forward").progress(states), [0, 0, 1, 1.5, 2], atol=1e-9)
+    backward = Jump("backward")
+    np.testing.assert_allclose(backward.progress(traj(-dx, heights)), [0, 0, 1, 1.5, 2], atol=1e-9)
+    np.testing.assert_allclose(backward.progress(states), [0, 0, 0, 0.5, -1], atol=1e-9)
+    np.testing.assert_allclose(JumpInPlace().progress(states), [0, 0, 0.5, 1, 1], atol=1e-9)
+    stray = JumpInPlace().progress(traj([0.0, 2.1]))  # 1.05 m beyond the radius
+    np.testing.assert_allclose(stray, [0.0, -1.0], atol=1e-12)
+
+
+def test_speed_reward_per_family():
+    """The forward reward as is (forward), negated (backward), its absolute value (shuttles),
+    minus its absolute value (jumping in place)."""
+    r = np.array([-2.0, 0.0, 3.0])
+    for task in (Run("forward"), Run("forward", fast=True), Jump("forward")):
+        np.testing.assert_array_equal(task.speed_reward(r), r)
+    for task in (Run("backward"), Jump("backward")):
+        np.testing.assert_array_equal(task.speed_reward(r), -r)
+    for task in (Shuttle("forward"), Shuttle("backward")):
+        np.testing.assert_array_equal(task.speed_reward(r), [2.0, 0.0, 3.0])
+    np.testing.assert_array_equal(JumpInPlace().speed_reward(r), [-2.0, 0.0, -3.0])
+
+
+def test_fixed_wordings_default_to_train_and_refuse_other_sets():
+    for task in (Run("forward", fast=True), Shuttle("backward"), JumpInPlace()):
+        assert task.instructions() == task.instructions("train")
+        with pytest.raises(ValueError, match="wording"):
+            task.instructions("easy")
+    fast = Run("forward", fast=np.bool_(True))  # a NumPy flag is stored as a plain bool
+    assert type(fast.fast) is bool and fast.to_params() == {"direction": "forward", "fast": True}
