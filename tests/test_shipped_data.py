@@ -111,3 +111,25 @@ def test_relabel_judges_episodes_again_and_records_it(tmp_path, capsys):
     assert fixed.provenance["relabelled"][-1]["changed_episodes"] == 2
     manifest = write_manifest(tmp_path)
     assert "imaginebench relabel" in manifest["files"][path.name]["command"]
+
+
+def test_the_regeneration_command_names_the_checkpoint_and_the_state_model():
+    """A manifest's command reproduces the file: the adapter checkpoint it was imagined with,
+    and the state model when it was not the LM's own head."""
+    from imaginebench.data.shipped import _regenerate_command
+
+    provenance = {
+        "level": "hard",
+        "rollouts_requested": 500,
+        "seed": 0,
+        "decoding": {"strategy": "sample"},
+        "adapter_checkpoint": "runs/grounding_clevr/checkpoints/best.ckpt",
+        "state_model": {"ensemble": {"real": "r.h5"}},
+    }
+    command = _regenerate_command(provenance, "clevr", "imaginary_hard.h5")
+    assert "--checkpoint runs/grounding_clevr/checkpoints/best.ckpt " in command
+    assert "--state_model ensemble " in command
+    assert command.endswith("--out imaginebench/datasets/clevr/imaginary_hard.h5 --overwrite true")
+    assert "--state_model" not in _regenerate_command(
+        {**provenance, "state_model": "lm"}, "clevr", "imaginary_hard.h5"
+    )

@@ -44,8 +44,12 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         f"imaginebench imagine -c configs/imagine_{domain}.yaml --level {provenance['level']} "
         f"--rollouts {provenance['rollouts_requested']} --seed {provenance['seed']} "
         f"--decoding.strategy {decoding.get('strategy', 'greedy')} "
-        f"--out {out} --overwrite true"
     )
+    if provenance.get("adapter_checkpoint"):
+        command += f"--checkpoint {provenance['adapter_checkpoint']} "
+    if isinstance(provenance.get("state_model"), dict):  # a model other than the LM's head
+        command += f"--state_model {next(iter(provenance['state_model']))} "
+    command += f"--out {out} --overwrite true"
     for step in provenance.get("relabelled", []):
         command += f" && imaginebench relabel {out} --reason {json.dumps(step['reason'])}"
     return command
