@@ -421,6 +421,31 @@ def test_kv_cached_decoding_equals_full_reforward(real_path, strategy, words, co
     np.testing.assert_array_equal(runs[0][0].states[0], specs[0].initial_state)
 
 
+def test_candidates_of_one_episode_share_one_prompt_pass(real_path):
+    """Best-of-N candidates repeat an episode: its prompt runs once and every copy decodes from
+    that cache, exactly as the episode decodes alone."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS)
+    _trainer(5).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 3, seed=0, split="data")
+    hidden, prompt_rows = module.model.hidden, []
+
+    def spy(embeds, *args, **kwargs):
+        prompt_rows.append(embeds.shape[0]) if embeds.shape[1] > 1 else None
+        return hidden(embeds, *args, **kwargs)
+
+    module.model.hidden = spy
+    shared = Imaginer(module, DecodingConfig(batch_size=12)).imagine(
+        [s for s in specs for _ in range(4)], horizon=6
+    )
+    del module.model.hidden
+    assert prompt_rows == [3]  # one prompt pass, one row per distinct episode
+    alone = Imaginer(module, DecodingConfig(batch_size=3)).imagine(specs, horizon=6)
+    for i, rollout in enumerate(shared):
+        np.testing.assert_array_equal(rollout.actions, alone[i // 4].actions)
+        np.testing.assert_allclose(rollout.states, alone[i // 4].states, atol=1e-4)
+
+
 def test_windowed_decoding_reprompts_from_the_last_state(real_path):
     """With a window of 3 the decoder re-prompts at steps 3 and 6; cached and full re-forward
     decoding agree, and each window continues from the last imagined state."""

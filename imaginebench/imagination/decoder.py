@@ -140,7 +140,8 @@ class _Sequences:
         self.last = last
 
     def keep(self, rows: Tensor) -> None:
-        """Drop every row not in ``rows`` (finished rollouts)."""
+        """Keep ``rows``, in that order: drop finished rollouts, or repeat a row (a shared
+        prompt)."""
         self.mask, self.positions, self.last = (
             self.mask[rows],
             self.positions[rows],
@@ -295,13 +296,31 @@ class Imaginer:
     def _prompt(
         self, specs: list[EpisodeSpec], states: list[np.ndarray], start: int, device: Any
     ) -> _Sequences:
-        """Encode the generation prompts of ``specs`` ending in their state at step ``start``."""
-        items = [
-            self.builder.rollout_prompt(spec.instruction, state, start)
+        """Encode the generation prompts of ``specs`` ending in their state at step ``start``.
+
+        Rows with the same prompt (best-of-N candidates of one episode) share one prompt pass:
+        it runs once per distinct prompt and its cache is copied to each of their rows (the
+        prompt pass dominated the cost of short rollouts).
+        """
+        first_row: dict[tuple[str, bytes], int] = {}
+        inverse = [
+            first_row.setdefault(
+                (spec.instruction, np.asarray(state, dtype=np.float32).tobytes()), len(first_row)
+            )
             for spec, state in zip(specs, states)
         ]
+        distinct = [0] * len(first_row)
+        for row, index in reversed(list(enumerate(inverse))):
+            distinct[index] = row
+        items = [
+            self.builder.rollout_prompt(specs[row].instruction, states[row], start)
+            for row in distinct
+        ]
         batch = to_device(self.builder.collate(items, "left"), device)
-        return _Sequences(self.model, batch, self.decoding.use_cache)
+        sequences = _Sequences(self.model, batch, self.decoding.use_cache)
+        if len(distinct) < len(specs):
+            sequences.keep(torch.as_tensor(inverse, device=device))
+        return sequences
 
     def _batch(self, specs: list[EpisodeSpec], horizon: int, start: int) -> list[ImaginedRollout]:
         device = next(self.model.parameters()).device
