@@ -254,3 +254,188 @@ def test_wordings_counts_canonical_first_and_rephrase_disjoint():
     assert first == "put the yellow key next to the green ball"
     with pytest.raises(ValueError, match="wording"):
         Open("red").instructions("novel")
+
+
+# ------------------------------------------- exact distances (mutation testing, issue 26)
+# Defaults of `state`: ball (2, 2), box (4, 5), key (5, 2), agent (3, 3), door in row 3 (its
+# front cell is (3, 6)), hands empty. Distances are counted by hand from the module's rules:
+# moves + 1 per toggle, +24 per pick-up still needed, +12 per drop, +72 while holding what must
+# be dropped first.
+
+
+def distance(task, *states):
+    """The heuristic distance ``-progress`` of each state (0 on success)."""
+    progress = task.progress(np.stack(states))
+    assert progress.dtype == np.float64
+    return (-progress).tolist()
+
+
+def test_door_distances_closed_locked_and_with_the_key():
+    assert distance(Open("purple"), state()) == [3 + 1]  # walk to (3, 6), toggle
+    locked = dict(door=(3, LOCKED), door_colour="red", key_colour="red")
+    # fetch the key at (5, 2): 3 moves + 24, carry it to (3, 6): 6 moves, toggle
+    assert distance(OpenLock(), state(**locked)) == [3 + 24 + 6 + 1]
+    # holding the ball: +72 to get rid of it first
+    assert distance(OpenLock(), state(**locked, agent=(4, 4), carried="ball")) == [
+        72 + 3 + 24 + 6 + 1
+    ]
+    # holding the door's key: walk 3 and toggle
+    assert distance(OpenLock(), state(**locked, agent=(4, 4), carried="key")) == [3 + 1]
+
+
+def test_open_pick_and_open_go_distances():
+    pick = OpenPick()
+    assert distance(
+        pick,
+        state(),  # door 4, then from (3, 6) the box 2 away, + 24
+        state(agent=(4, 4), carried="box"),  # door 3 + 1, already holding
+        state(door=(3, OPEN), agent=(2, 2)),  # door open, standing on the ball: pick it up
+        state(door=(3, OPEN), agent=(1, 1)),  # nearest is the ball at 2
+    ) == [4 + 2 + 24, 4, 24, 2 + 24]
+    go = OpenGo()
+    assert distance(
+        go,
+        state(),  # door 4, then the box 2 from (3, 6)
+        state(door=(3, OPEN), agent=(1, 1), carried="ball"),  # the held ball does not count
+    ) == [4 + 2, 5]
+
+
+def test_goto_pickup_and_putnext_distances():
+    assert distance(GoTo("ball", "red"), state(), state(agent=(4, 4), carried="ball")) == [2, 1]
+    assert distance(GoTo("door", "purple"), state()) == [3]
+    pick = PickUp("key", "blue")
+    assert distance(pick, state(), state(agent=(4, 4), carried="ball")) == [3 + 24, 72 + 3 + 24]
+    put = PutNext("ball", "red", "box", "green")
+    assert distance(
+        put,
+        state(),  # walk 2 to the ball, +24, carry it 5 - 1 cells, +12
+        state(agent=(4, 3), carried="ball"),  # 2 - 1 cells from the box, +12
+        state(agent=(3, 3), carried="box"),  # +72, then the ball 2, +24, 2 - 1 from (3, 3), +12
+    ) == [2 + 24 + 4 + 12, 1 + 12, 72 + 2 + 24 + 1 + 12]
+
+
+def test_go_wall_and_go_center_distances_per_state():
+    assert distance(GoWall(), state(agent=(3, 3)), state(agent=(2, 4)), state(agent=(4, 5))) == [
+        2,
+        1,
+        1,
+    ]
+    assert distance(GoCenter(), state(agent=(1, 6)), state(agent=(3, 5))) == [4, 1]
+
+
+def test_an_agent_outside_the_room_is_never_past_the_goal():
+    """Imagined states may put the agent in the wall; the wall distance is clipped at 0."""
+    s = state()
+    s[13:15] = (0, 3)
+    assert GoWall().progress(s[None]).tolist() == [0.0] and not GoWall().is_success(s[None])
+
+
+def test_non_finite_entries_read_as_minus_1():
+    """NaN, +inf and -inf all read as -1: 4 rows from the centre rows 3-4."""
+    states = np.stack([state()] * 3)
+    states[:, 13] = [np.nan, np.inf, -np.inf]
+    assert GoCenter().progress(states).tolist() == [-4.0, -4.0, -4.0]
+
+
+def test_put_line_distances_to_the_best_row_or_column():
+    line = PutLine()
+    assert distance(
+        line,
+        state(),  # column 2: the box 3 away + 24, walk 3 to it
+        state(ball=(6, 1), box=(6, 4), key=(2, 3), agent=(5, 5)),  # row 6: key 4 + 24, walk 5
+        state(ball=(2, 1), box=(2, 4), agent=(4, 4), carried="key"),  # drop the key 2 rows up
+    ) == [3 + 24 + 3, 4 + 24 + 5, 2 + 12]
+    # a batch (2 steps x 2): each state on its own, held or not
+    batch = np.stack(
+        [
+            np.stack([state(), state(ball=(2, 1), box=(2, 4), agent=(4, 4), carried="key")]),
+            np.stack([state(ball=(6, 1), box=(6, 4), key=(2, 3), agent=(5, 5)), state()]),
+        ]
+    )
+    assert (-line.progress(batch)).tolist() == [[30.0, 14.0], [33.0, 30.0]]
+    held = state(ball=(2, 1), box=(2, 4), key=(2, 6))
+    lifted = state(ball=(2, 1), box=(2, 4), agent=(2, 6), carried="key")
+    batch = np.stack([np.stack([held, lifted]), np.stack([lifted, held])])
+    assert line.success(batch).tolist() == [[True, False], [False, True]]
+
+
+def pile_oracle(s):
+    """The pile distance by enumeration: a corner item stays (on the floor), one item goes to
+    an interior cell beside it in its row, the other beside it in its column; per item 0 if on
+    its cell on the floor, else L1 + 24 (on the floor) or + 12 (held); + the walk to the
+    nearest misplaced item when the hands are empty."""
+    names = ("ball", "box", "key")
+    agent = (int(s[13]), int(s[14]))
+    held = [int(s[15]) == {"ball": 6, "box": 7, "key": 5}[n] for n in names]
+    pos = [agent if held[i] else (int(s[3 * i + 1]), int(s[3 * i + 2])) for i in range(3)]
+    l1 = lambda p, q: abs(p[0] - q[0]) + abs(p[1] - q[1])  # noqa: E731
+    best = None
+    for a in range(3):
+        if held[a]:
+            continue
+        r, c = pos[a]
+        row_cells = [(r, c + d) for d in (-1, 1) if 1 <= c + d <= 6]
+        col_cells = [(r + d, c) for d in (-1, 1) if 1 <= r + d <= 6]
+        b, c_ = [i for i in range(3) if i != a]
+        for first, second in ((row_cells, col_cells), (col_cells, row_cells)):
+            for tb in first:
+                for tc in second:
+                    target = {a: pos[a], b: tb, c_: tc}
+                    cost, misplaced = 0, []
+                    for i in range(3):
+                        if not held[i] and pos[i] == target[i]:
+                            continue
+                        cost += l1(pos[i], target[i]) + (12 if held[i] else 24)
+                        misplaced.append(i)
+                    if misplaced and not any(held):
+                        cost += min(l1(agent, pos[i]) for i in misplaced)
+                    best = cost if best is None else min(best, cost)
+    return best
+
+
+PILE_STATES = [
+    dict(),
+    dict(ball=(1, 1), box=(6, 6), key=(3, 5), agent=(4, 2)),  # corners against the walls
+    dict(ball=(6, 2), box=(1, 4), key=(6, 6), agent=(2, 2)),
+    dict(ball=(3, 3), box=(3, 4), key=(5, 5), agent=(1, 6)),  # one pair already adjacent
+    dict(ball=(3, 3), box=(6, 1), agent=(2, 5), carried="key"),
+    dict(ball=(1, 6), box=(2, 2), agent=(4, 4), carried="key"),
+    dict(box=(1, 1), key=(6, 6), agent=(4, 3), carried="ball"),
+    dict(ball=(2, 3), box=(1, 3), key=(2, 6), agent=(4, 4)),  # the box beside, in row 1
+    dict(ball=(5, 4), box=(6, 4), key=(5, 1), agent=(3, 3)),  # the box beside, in row 6
+    dict(ball=(3, 4), box=(4, 3), agent=(3, 3), carried="key"),  # an L around the held key
+]
+
+
+def test_put_pile_distance_matches_an_enumeration_of_l_shapes():
+    """One state at a time ((T, 17)) and as a (T, 1, 17) batch."""
+    states = [state(**kw) for kw in PILE_STATES]
+    expected = [pile_oracle(s) for s in states]
+    # hand count: the key is the corner, the ball goes 2 to (4, 2), the box 3 to (5, 3), walk 2
+    assert expected[0] == 2 + 24 + 3 + 24 + 2
+    assert distance(PutPile(), *states) == expected
+    batch = np.stack(states)[:, None]
+    assert (-PutPile().progress(batch)).tolist() == [[e] for e in expected]
+
+
+def test_colours_given_as_indices_are_stored_as_names():
+    assert GoTo("ball", 0).colour == "red" and Open(0).colour == "red"
+    assert PickUp("key", 2).colour == "blue"
+    put = PutNext("ball", 3, "box", 4)
+    assert (put.colour1, put.colour2) == ("purple", "yellow")
+
+
+def test_messages_of_invalid_parameters():
+    names = "red, green, blue, purple, yellow, grey"
+    for bad, message in [
+        (lambda: GoTo("ball", 6), f"unknown colour 6; expected one of {names}$"),
+        (lambda: GoTo("ball", "cyan"), f"unknown colour 'cyan'; expected one of {names}$"),
+        (lambda: GoTo("wall", "red"), "unknown object type 'wall'; expected one of ball, box, "),
+        (
+            lambda: PutNext("ball", "red", "ball", "blue"),
+            "^put-next needs two different object types$",
+        ),
+        (lambda: OpenGo().success(np.zeros((2, 16))), "BabyAI states must have 17 entries"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            bad()

@@ -18,6 +18,8 @@ from imaginebench.envs.clevr.instructions import train_sentence_set
 from imaginebench.envs.clevr.physics import COLORS, X_RANGE, Y_RANGE
 from imaginebench.envs.clevr.suite import MIN_CENTER_DISTANCE, ClevrTaskSuite
 from imaginebench.envs.clevr.tasks import (
+    GATHER_RADIUS,
+    RELATION_DISTANCE,
     AllOf,
     Gather,
     Line,
@@ -25,6 +27,8 @@ from imaginebench.envs.clevr.tasks import (
     Push,
     Relation,
     Sequential,
+    compatible_relations,
+    relevant_balls,
 )
 
 RED, BLUE, GREEN, PURPLE, CYAN = range(5)
@@ -633,3 +637,170 @@ def test_episodes_are_deterministic_and_start_unsolved(level: str) -> None:
         assert np.all((pos[:, 1] >= Y_RANGE[0]) & (pos[:, 1] <= Y_RANGE[1]))
         gaps = [np.linalg.norm(p - q) for p, q in itertools.combinations(pos, 2)]
         assert min(gaps) >= MIN_CENTER_DISTANCE - 1e-6
+
+
+# ------------------------------------------------ exact values (mutation testing, issue 26)
+
+def test_thresholds_exclude_their_exact_distance() -> None:
+    """Relation and Near need a distance below 0.391, Gather below 0.325: exactly at it fails."""
+    assert RELATION_DISTANCE == pytest.approx(0.391) and GATHER_RADIUS == pytest.approx(0.325)
+    at = state(red=(RELATION_DISTANCE, 0.0), blue=(0.0, 0.0))
+    inside = state(red=(np.nextafter(RELATION_DISTANCE, 0.0), 0.0), blue=(0.0, 0.0))
+    assert not holds(Relation("red", "blue", "right"), at)
+    assert holds(Relation("red", "blue", "right"), inside)
+    assert not holds(Near("red", "blue"), at) and holds(Near("red", "blue"), inside)
+    ring = {"red": (0.0, 0.2), "green": (-0.2, 0.0), "purple": (0.0, -0.2)}
+    assert not holds(Gather("cyan"), state(cyan=(0.0, 0.0), blue=(GATHER_RADIUS, 0.0), **ring))
+    # progress: -(0.325 - 0.28) for blue, + 0.05 for each of the 3 balls strictly inside
+    progress = Gather("cyan").progress(
+        state(cyan=(0.0, 0.0), blue=(GATHER_RADIUS, 0.0), **ring)[None]
+    )
+    assert progress[0] == pytest.approx(-0.045 + 0.15, abs=1e-12)
+
+
+def test_relation_components_of_exactly_1e3_are_kept() -> None:
+    """Only components below 1e-3 are zeroed: (1e-3, 1e-3) is at 45 degrees, i.e. behind."""
+    s = state(red=(0.001, 0.001), blue=(0.0, 0.0))
+    assert holds(Relation("red", "blue", "behind"), s)
+    assert not holds(Relation("red", "blue", "right"), s)
+
+
+def test_exact_progress_values_of_relation_push_near_all_of() -> None:
+    """Progress is minus the distance to the target spot 0.3 beside the anchor (batched),
+    the push travel capped at 0.2, minus the distance beyond 0.3 for near, and the sum of
+    relation progresses + 0.2 per holding relation for all_of."""
+    rel = Relation("red", "blue", "right")  # target (0.3, 0) with blue at the origin
+    batch = np.stack(
+        [
+            traj(state(blue=(0, 0), red=(0.3, 0.4)), state(blue=(0, 0), red=(0.6, 0.4))),
+            traj(state(blue=(0, 0), red=(0.3, 0.0)), state(blue=(0, 0), red=(0.0, -0.4))),
+        ]
+    )
+    np.testing.assert_allclose(rel.progress(batch), [[-0.4, -0.5], [0.0, -0.5]], atol=1e-12)
+    push = Push("blue", "right")
+    path = traj(state(blue=(-0.3, 0.0)), state(blue=(-0.2, 0.0)), state(blue=(0.2, 0.0)))
+    np.testing.assert_allclose(push.progress(path), [0.0, 0.1, 0.2], atol=1e-12)
+    near = Near("red", "blue")
+    path = traj(state(blue=(0, 0), red=(0.5, 0.0)), state(blue=(0, 0), red=(0.2, 0.0)))
+    np.testing.assert_allclose(near.progress(path), [-0.2, 0.0], atol=1e-12)
+    all_of = AllOf([("red", "green", "left"), ("blue", "green", "right")])
+    s = state(green=(0.0, 0.0), red=(-0.3, 0.0), blue=(0.3, 0.4))  # first holds, second 0.4 off
+    assert all_of.progress(s[None])[0] == pytest.approx(-0.4 + 0.2, abs=1e-12)
+
+
+def test_float32_states_are_judged_as_their_float64_values() -> None:
+    s = state(red=(0.5, 0.1), blue=(0.0, 0.0)).astype(np.float32)[None]
+    progress = Near("red", "blue").progress(s)
+    assert progress.dtype == np.float64
+    assert progress.tolist() == Near("red", "blue").progress(s.astype(np.float64)).tolist()
+
+
+def test_line_at_exactly_30_degrees_is_aligned() -> None:
+    c, s = np.cos(np.radians(30.0)), np.sin(np.radians(30.0))
+    on_line = state(red=(0, 0), blue=(c, s), green=(2 * c, 2 * s))
+    assert holds(Line(("red", "blue", "green")), on_line)
+
+
+def test_line_targets_are_spaced_and_at_the_clipped_mean_height() -> None:
+    """3 balls 0.3 apart, 4 balls 0.88/3 apart, 5 balls 0.22 apart, centred on x = 0, at the
+    mean y of the line's balls clipped to [-0.05, 0.45], per step."""
+    three = Line(("red", "blue", "green"))
+    path = traj(
+        state(red=(-0.3, 0.1), blue=(0.0, 0.2), green=(0.3, 0.3)),  # mean y 0.2
+        state(red=(-0.3, 0.6), blue=(0.0, 0.6), green=(0.3, 0.6)),
+        state(red=(-0.3, -0.3), blue=(0.0, -0.3), green=(0.3, -0.3)),
+    )
+    xs = [-0.3, 0.0, 0.3]
+    expected = [[[x, y] for x in xs] for y in (0.2, 0.45, -0.05)]
+    np.testing.assert_allclose(three.targets(path), expected, atol=1e-12)
+    four = Line(("red", "blue", "green", "purple")).targets(state()[None])[0]
+    np.testing.assert_allclose(four[:, 0], [-0.44, -0.44 / 3, 0.44 / 3, 0.44], atol=1e-12)
+    five = Line(tuple(COLORS)).targets(state()[None])[0]
+    np.testing.assert_allclose(five[:, 0], [-0.44, -0.22, 0.0, 0.22, 0.44], atol=1e-12)
+
+
+def test_line_progress_is_minus_the_gap_plus_0_1_per_aligned_step() -> None:
+    task = Line(("red", "blue", "green"))
+    on = state(red=(-0.3, 0.2), blue=(0.0, 0.2), green=(0.3, 0.2))  # on the targets
+    # mean y 0.3: gaps 0.1 + 0.1 + 0.2; red->blue aligned, blue->green at 45 degrees
+    off = state(red=(-0.3, 0.2), blue=(0.0, 0.2), green=(0.3, 0.5))
+    np.testing.assert_allclose(task.progress(traj(on, off)), [0.2, -0.4 + 0.1], atol=1e-12)
+
+
+def sequential_batch() -> np.ndarray:
+    """Stage 1: red left of blue (at the origin); stage 2: green right of blue, 0.02 short
+    of its target spot. Trajectory 0 does them at steps 1 and 2, trajectory 1 holds both from
+    the start (one stage per step), and both keep holding afterwards."""
+    red, green = (-0.3, 0.0), (0.32, 0.0)
+    first = traj(
+        state(blue=(0, 0)),
+        state(blue=(0, 0), red=red),
+        state(blue=(0, 0), red=red, green=green),
+        state(blue=(0, 0), red=red, green=green),
+    )
+    second = traj(*[state(blue=(0, 0), red=red, green=green)] * 4)
+    return np.stack([first, second])
+
+
+SEQ = Sequential([("red", "blue", "left"), ("green", "blue", "right")])
+
+
+def test_sequential_stays_complete_while_the_last_stage_keeps_holding() -> None:
+    batch = sequential_batch()
+    assert SEQ.stage_reached(batch).tolist() == [[0, 1, 2, 2], [1, 2, 2, 2]]
+    assert SEQ.success(batch).tolist() == [[False, False, True, True], [False, True, True, True]]
+
+
+def test_sequential_progress_is_stages_reached_plus_the_next_stage_progress() -> None:
+    # red starts at (-0.45, -0.15): 0.15 * sqrt(2) from (-0.3, 0); green at (-0.45, 0.55) is
+    # sqrt(0.75**2 + 0.55**2) from (0.3, 0); once complete the progress is exactly 2.
+    first = [-0.15 * np.sqrt(2), 1 - np.sqrt(0.865), 2.0, 2.0]
+    second = [1 - 0.02, 2.0, 2.0, 2.0]
+    np.testing.assert_allclose(SEQ.progress(sequential_batch()), [first, second], atol=1e-12)
+
+
+def test_messages_of_invalid_constructions() -> None:
+    cases = [
+        (lambda: Relation("pink", "red", "left"), "unknown ball 'pink'"),
+        (lambda: Relation("red", "blue", "up"), "unknown direction 'up'"),
+        (lambda: Relation("red", "red", "left"), "^a relation needs two different balls$"),
+        (lambda: Near("cyan", 4), "^'near' needs two different balls$"),
+        (lambda: AllOf([("red", "blue", "left")]), "all_of needs 2 or 3 relations, got 1"),
+        (
+            lambda: AllOf([("red", "blue", "left"), ("blue", "red", "left")]),
+            "relations cannot hold together",
+        ),
+        (lambda: Line(("red", "blue")), "line needs 3-5 distinct balls"),
+        (
+            lambda: Sequential([("red", "blue", d) for d in DIRS]),
+            "sequential needs 2 or 3 stages, got 4",
+        ),
+        (lambda: Near("red", "blue").success(np.zeros((3, 9))), r"10 entries, got \(3, 9\)"),
+    ]
+    for build, message in cases:
+        with pytest.raises(ValueError, match=message):
+            build()
+
+
+def test_a_cycle_that_does_not_reach_back_to_the_start_is_incompatible() -> None:
+    """red -> blue -> green -> blue: the walk from red must notice blue seen twice."""
+    rels = [Relation("red", "blue", "left"), Relation("blue", "green", "left")]
+    assert compatible_relations(rels)
+    assert not compatible_relations([*rels, Relation("green", "blue", "right")])
+
+
+def test_relation_default_wording_is_train() -> None:
+    task = Relation("red", "blue", "left")
+    assert task.instructions() == task.instructions("train") and len(task.instructions()) == 54
+
+
+def test_relevant_balls_of_every_family() -> None:
+    assert relevant_balls(Relation("red", "cyan", "left")) == (RED, CYAN)
+    assert relevant_balls(Push("blue", "left")) == (BLUE,)
+    assert relevant_balls(Near("green", "red")) == (GREEN, RED)
+    all_of = AllOf([("purple", "green", "left"), ("red", "green", "right")])
+    assert relevant_balls(all_of) == (RED, GREEN, PURPLE)
+    seq = Sequential([("cyan", "blue", "left"), ("red", "green", "front")])
+    assert relevant_balls(seq) == (RED, BLUE, GREEN, CYAN)
+    assert relevant_balls(Line(("green", "red", "blue"))) == (GREEN, RED, BLUE)
+    assert relevant_balls(Gather("green")) == (RED, BLUE, GREEN, PURPLE, CYAN)

@@ -28,6 +28,7 @@ from imaginebench.envs.metaworld.tasks import (
     NAIL_REST_Y,
     UNLOCK_TO_OPEN_GOAL,
     MetaWorldTask,
+    stage2_goal,
 )
 
 GOAL = np.array([0.05, 0.8, 0.15])
@@ -281,3 +282,100 @@ def test_suite_wordings_per_level():
         assert suite.wording(level) == wording
     spec = suite.plan_episode("rephrase", {"task": push, "initial_state": np.zeros(91)}, rng)
     assert spec.instruction in push.instructions("rephrase")
+
+
+# ------------------------------------------------ exact values (mutation testing, issue 26)
+# tolerance(m, bound, margin) = 1 / ((3 (m - bound) / margin)^2 + 1) beyond the bound, the
+# margin max(m at step 0 - bound, 0.05); potential = 0.25 approach + 0.75 place when the gripper
+# handles an entity (approach: bound 0.02, margin 0.3), place alone for reach.
+
+
+def test_a_distance_exactly_at_the_threshold_succeeds():
+    goal = np.array([0.0, 0.8, 0.15])
+    lock = goal + [0.02, 0.0, 0.0]  # |0.02 - 0.0| is exactly 0.02
+    states = history("door-unlock", {"lock": lock}, goal=goal)
+    assert MetaWorldTask("door-unlock").success(states).tolist() == [True]
+
+
+def test_reach_dense_reward_and_progress_values():
+    """tcp 0.45 then 0.25 from the goal: margin 0.4, place 1 / (3^2 + 1), 1 / (1.5^2 + 1)."""
+    at_goal = GOAL - TCP_OFFSET
+    states = history("reach", {"hand": at_goal + [0.45, 0, 0]}, {"hand": at_goal + [0.25, 0, 0]})
+    task = MetaWorldTask("reach")
+    np.testing.assert_allclose(task.dense_reward(states), [1.0, 10 / 3.25], rtol=1e-9)
+    np.testing.assert_allclose(task.progress(states), [0.1, 1 / 3.25], rtol=1e-9)
+
+
+def test_push_dense_reward_weighs_approach_and_place():
+    """The object 0.25 from the goal (margin 0.2, place 0.1); the tcp 0.17 from the object
+    (approach 1 / (1.5^2 + 1)) at step 0 and on it at step 1."""
+    obj = GOAL + [0.25, 0.0, 0.0]
+    states = history(
+        "push",
+        {"target_object": obj, "hand": obj - TCP_OFFSET + [0.17, 0, 0]},
+        {"target_object": obj, "hand": obj - TCP_OFFSET},
+    )
+    expected = [10 * (0.25 / 3.25 + 0.75 * 0.1), 10 * (0.25 + 0.75 * 0.1)]
+    np.testing.assert_allclose(MetaWorldTask("push").dense_reward(states), expected, rtol=1e-9)
+
+
+def test_hammer_dense_reward_places_the_nail_against_0():
+    """Nail travel 0 then 0.03 of the 0.09 needed: margin 0.09, place 0.1 then 1 / (2^2 + 1);
+    the tcp on the hammer (approach 1)."""
+    hammer = np.array([0.0, 0.45, 0.0])
+    rest = np.array([0.24, NAIL_REST_Y, 0.11])
+    grip = {"hammer": hammer, "hand": hammer - TCP_OFFSET}
+    states = history(
+        "hammer",
+        {**grip, "nail": rest},
+        {**grip, "nail": rest + [0, 0.03, 0]},
+        goal=np.array([0.24, 0.74, 0.11]),
+    )
+    expected = [10 * (0.25 + 0.75 * 0.1), 10 * (0.25 + 0.75 * 0.2)]
+    np.testing.assert_allclose(MetaWorldTask("hammer").dense_reward(states), expected, rtol=1e-9)
+
+
+def test_composition_dense_reward_is_half_per_stage():
+    """locked-door-open: the lock 0.07 (in x) from its goal with the tcp on it: stage 1's
+    potential 0.25 + 0.75 * 0.1, halved; then unlocked with the tcp on the handle, 0.18 (in x)
+    from the open goal: 5 + half of 0.25 + 0.75 * 0.1."""
+    handle = GOAL + UNLOCK_TO_OPEN_GOAL + [0.18, 0.0, 0.0]
+    lock0 = GOAL + [0.07, 0.0, 0.0]
+    states = history(
+        "locked-door-open",
+        {"lock": lock0, "handle": handle, "hand": lock0 - TCP_OFFSET},
+        {"lock": GOAL, "handle": handle, "hand": handle - TCP_OFFSET},
+    )
+    task = MetaWorldTask("locked-door-open")
+    assert task.stage(states).tolist() == [0, 1]
+    np.testing.assert_allclose(task.dense_reward(states), [1.625, 5 + 1.625], rtol=1e-9)
+
+
+def test_stage_2_goal_is_read_from_the_initial_state():
+    """make-coffee: the button pressed 0.03 from where it started at step 0 (not from step 1)."""
+    button0 = np.array([0.05, 0.75, 0.3])
+    press = button0 + [0.0, COFFEE_BUTTON_TRAVEL, 0.0]
+    states = history(
+        "make-coffee",
+        {"coffee": GOAL, "coffee_button": button0},
+        {"coffee": GOAL, "coffee_button": press},
+        {"coffee": GOAL, "coffee_button": press},
+    )
+    assert MetaWorldTask("make-coffee").success(states).tolist() == [False, True, True]
+    with pytest.raises(ValueError, match="^'reach' is not a two-stage task$"):
+        stage2_goal("reach", states)
+
+
+def test_stages_are_int_per_trajectory_of_a_batch():
+    unlocked = history("door-unlock", {"lock": GOAL}, {"lock": GOAL + [0.3, 0, 0]})
+    locked = history("door-unlock", {"lock": GOAL + [0.3, 0, 0]}, {"lock": GOAL + [0.3, 0, 0]})
+    batch = np.stack([unlocked, locked])
+    for name in ("locked-door-open", "door-unlock"):
+        stage = MetaWorldTask(name).stage(batch)
+        assert stage.dtype == np.int64 and stage.shape == (2, 2)
+    assert MetaWorldTask("locked-door-open").stage(batch).tolist() == [[1, 1], [0, 0]]
+
+
+def test_default_wording_is_train():
+    task = MetaWorldTask("reach")
+    assert task.instructions() == task.instructions("train")
