@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 
 import numpy as np
@@ -58,7 +58,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     module = GroundingModule.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
-    specs = get_domain(args.domain).make_suite().episodes(args.level, args.episodes, seed=0, split="data")
+    suite = get_domain(args.domain).make_suite()
+    specs = suite.episodes(args.level, args.episodes, seed=0, split="data")
     candidates = [s for s in specs for _ in range(args.candidates)]
     decoding = DecodingConfig(strategy="greedy", batch_size=len(candidates))
     seconds: dict[str, list[float]] = {"shared prompt pass": [], "one pass per row": []}
@@ -66,12 +67,9 @@ def main() -> None:
     for _ in range(args.rounds):
         for name in seconds:
             started = time.perf_counter()
-            with torch.no_grad():
-                if name == "one pass per row":
-                    with one_prompt_pass_per_row():
-                        out = Imaginer(module, decoding).imagine(candidates, args.horizon)
-                else:
-                    out = Imaginer(module, decoding).imagine(candidates, args.horizon)
+            setup = one_prompt_pass_per_row() if name == "one pass per row" else nullcontext()
+            with torch.no_grad(), setup:
+                out = Imaginer(module, decoding).imagine(candidates, args.horizon)
             seconds[name].append(time.perf_counter() - started)
             results[name] = out
     same = all(

@@ -302,16 +302,15 @@ class Imaginer:
         it runs once per distinct prompt and its cache is copied to each of their rows (the
         prompt pass dominated the cost of short rollouts).
         """
-        first_row: dict[tuple[str, bytes], int] = {}
-        inverse = [
-            first_row.setdefault(
-                (spec.instruction, np.asarray(state, dtype=np.float32).tobytes()), len(first_row)
-            )
-            for spec, state in zip(specs, states)
-        ]
-        distinct = [0] * len(first_row)
-        for row, index in reversed(list(enumerate(inverse))):
-            distinct[index] = row
+        index_of: dict[tuple[str, bytes], int] = {}
+        distinct: list[int] = []  # the first row of each distinct prompt
+        inverse: list[int] = []  # each row's distinct prompt
+        for row, (spec, state) in enumerate(zip(specs, states)):
+            key = (spec.instruction, np.asarray(state, dtype=np.float32).tobytes())
+            if key not in index_of:
+                index_of[key] = len(distinct)
+                distinct.append(row)
+            inverse.append(index_of[key])
         items = [
             self.builder.rollout_prompt(specs[row].instruction, states[row], start)
             for row in distinct
