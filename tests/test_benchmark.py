@@ -41,6 +41,27 @@ def test_grid_expands_algorithms_variants_levels_and_seeds():
     assert Run("bc", "imaginary", "easy", 0).name == "bc/imaginary-easy/seed0"
 
 
+def test_imaginary_all_is_one_run_per_seed_on_every_level_s_imaginary_file():
+    spec = _spec(variants=["real", "imaginary_all"], levels=["easy", "hard"])
+    runs = [r for r in expand_grid(spec) if not r.is_reference]
+    assert Run("bc", "imaginary_all", None, 1) in runs
+    assert len(runs) == 2 * 2 * 2  # 2 algorithms x (real, imaginary_all) x 2 seeds
+    assert Run("cql", "imaginary_all", None, 0).name == "cql/imaginary_all/seed0"
+
+
+@pytest.mark.slow  # resolves a training config in-process
+def test_imaginary_all_trains_on_the_imaginary_files_of_all_levels():
+    from imaginebench.benchmark.settings import fit_arguments
+
+    spec = _spec(variants=["imaginary_all"], levels=["rephrase", "hard"], ratio=0.2)
+    args, oracle = fit_arguments(spec, Run("bc", "imaginary_all", None, 0))
+    files = json.loads(
+        next(a for a in args if a.startswith("--data.init_args.imaginary=")).split("=", 1)[1]
+    )
+    assert files == ["shipped:clevr/imaginary_rephrase.h5", "shipped:clevr/imaginary_hard.h5"]
+    assert "--data.init_args.ratio=0.2" in args and oracle is None
+
+
 def test_shards_partition_the_grid_exactly():
     runs = expand_grid(_spec(seeds=[0, 1, 2]))
     for count in (1, 2, 3, 7, len(runs) + 3):

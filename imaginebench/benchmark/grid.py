@@ -6,9 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from imaginebench.benchmark.spec import BenchmarkSpec
-
-LABELS = {"real": "real", "imaginary": "real + imaginary", "oracle": "real + oracle"}
+from imaginebench.benchmark.spec import PER_LEVEL_VARIANTS, BenchmarkSpec
 
 
 @dataclass(frozen=True)
@@ -16,8 +14,8 @@ class Run:
     """One cell of the grid: an algorithm's fit on a data variant with a seed, or (``algorithm
     == "reference"``) a reference policy (``variant`` ``random`` or ``expert``) scored once.
 
-    ``level`` is the level whose second stream a per-level variant adds (``None`` for ``real``
-    and references)."""
+    ``level`` is the level whose second stream a per-level variant adds (``None`` for ``real``,
+    ``imaginary_all`` and references)."""
 
     algorithm: str
     variant: str
@@ -51,7 +49,7 @@ def expand_grid(spec: BenchmarkSpec) -> list[Run]:
     runs = [Run("reference", policy, None, 0) for policy in spec.references]
     for algorithm in spec.algorithms:
         for variant in spec.variants:
-            levels = [None] if variant == "real" else spec.levels
+            levels = spec.levels if variant in PER_LEVEL_VARIANTS else [None]
             for level in levels:
                 runs.extend(Run(algorithm, variant, level, seed) for seed in spec.seeds)
     return runs

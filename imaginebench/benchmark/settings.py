@@ -67,7 +67,8 @@ def fit_arguments(spec: BenchmarkSpec, run: Run) -> tuple[list[str], Path | None
 
     The seed sets ``seed_everything``, the data module's sampling seed and the module's
     ``sampling_seed`` (if it has one); the second stream is empty (``real``), the level's
-    imaginary file or the level's oracle file."""
+    imaginary file, every level's imaginary file (``imaginary_all``) or the level's oracle
+    file."""
     config = spec.config_path(run.algorithm)
     seed = run.seed
     args = ["-c", str(config), f"--seed_everything={seed}", f"--data.init_args.seed={seed}"]
@@ -80,6 +81,8 @@ def fit_arguments(spec: BenchmarkSpec, run: Run) -> tuple[list[str], Path | None
         second: list[str] = []
     elif run.variant == "imaginary":
         second = [spec.imaginary_file(run.level)]
+    elif run.variant == "imaginary_all":
+        second = [spec.imaginary_file(level) for level in spec.levels]
     else:
         oracle = oracle_path(spec.domain, run.level, spec.oracle)
         second = [str(oracle)]

@@ -11,9 +11,12 @@ from typing import Any
 from imaginebench.config import as_config
 from imaginebench.envs import DOMAINS
 
-#: The data variants: real data alone, or a second stream per level of imaginary rollouts or
-#: of real expert rollouts of the level's tasks ("oracle").
-VARIANTS = ("real", "imaginary", "oracle")
+#: The data variants: real data alone; a second stream per level of imaginary rollouts or of
+#: real expert rollouts of the level's tasks ("oracle"); or one second stream of the imaginary
+#: rollouts of every level at once ("imaginary_all", the paper's setup: one policy for all levels).
+VARIANTS = ("real", "imaginary", "oracle", "imaginary_all")
+#: The variants with one run per level (the others: one run scored on every level).
+PER_LEVEL_VARIANTS = ("imaginary", "oracle")
 #: The levels whose tasks the training data lacks: the per-level variants' levels.
 NOVEL_LEVELS = ("rephrase", "easy", "hard")
 #: Reference policies scored on the same evaluation set, shown beside the algorithms.
@@ -48,8 +51,9 @@ class BenchmarkSpec:
             seed).
         variants: ``real`` (real data only), ``imaginary`` (one run per level with the level's
             imaginary file as second stream), ``oracle`` (one run per level with real expert
-            rollouts of the level's tasks instead).
-        levels: the levels of the per-level variants.
+            rollouts of the level's tasks instead), ``imaginary_all`` (one run with the
+            imaginary files of all ``levels`` together as second stream).
+        levels: the levels of the per-level variants and of ``imaginary_all``.
         imaginary: the imaginary file of a level, ``{domain}`` and ``{level}`` filled in.
         oracle: collection settings of the oracle data (:class:`OracleData` fields).
         ratio: share of every batch drawn from the second stream (``None``: the config's).
@@ -66,7 +70,7 @@ class BenchmarkSpec:
     domain: str
     algorithms: list[str]
     seeds: list[int]
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    variants: list[str] = field(default_factory=lambda: ["real", "imaginary", "oracle"])
     levels: list[str] = field(default_factory=lambda: list(NOVEL_LEVELS))
     imaginary: str = SHIPPED_IMAGINARY
     oracle: OracleData = field(default_factory=OracleData)

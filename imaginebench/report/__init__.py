@@ -91,6 +91,12 @@ def _header(
             else ""
         )
         + (
+            " `real + imaginary (all levels)` adds the imaginary files of every level "
+            f"({', '.join(spec.get('levels', []))}) in one run, scored on every level."
+            if "imaginary_all" in variants
+            else ""
+        )
+        + (
             " `real + oracle` adds real expert rollouts of the level's tasks "
             f"({spec.get('oracle', {}).get('episodes', '?')} episodes)."
             if "oracle" in variants

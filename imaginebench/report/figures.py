@@ -12,7 +12,12 @@ from imaginebench.report.results import BenchmarkRuns
 from imaginebench.report.stats import Aggregate, level_values, levels_of, summarize
 from imaginebench.report.tables import LABELS
 
-COLOURS = {"real": "#7f7f7f", "imaginary": "#1f77b4", "oracle": "#2ca02c"}
+COLOURS = {
+    "real": "#7f7f7f",
+    "imaginary": "#1f77b4",
+    "imaginary_all": "#9467bd",
+    "oracle": "#2ca02c",
+}
 
 
 def _figure(width: float, height: float) -> Any:
@@ -88,10 +93,13 @@ def _bars(bench: BenchmarkRuns, variants: list[str], levels: list[str], title: s
 
 def figure5(bench: BenchmarkRuns, out: Path) -> list[Path]:
     """Figure 5: success per algorithm and level with and without imaginary rollouts (error
-    bars: std over seeds). Nothing is written without imaginary runs."""
+    bars: std over seeds); per-level imaginary runs and runs on every level's imaginary data
+    side by side when both exist. Nothing is written without imaginary runs."""
+    found = {r.variant for r in bench.runs}
+    imaginary = [v for v in ("imaginary", "imaginary_all") if v in found] or ["imaginary"]
     figure = _bars(
         bench,
-        ["real", "imaginary"],
+        ["real", *imaginary],
         levels_of(bench.runs),
         "Without and with imaginary rollouts (mean ± std over seeds)",
     )

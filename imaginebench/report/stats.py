@@ -3,8 +3,8 @@ sample standard deviation, 95 % t-interval), per task, and aggregate scores acro
 levels (interquartile mean and mean with stratified-bootstrap intervals, the ``rliable``
 method).
 
-Which runs score a level: a ``real`` run scores every level; a per-level variant (``imaginary``,
-``oracle``) scores each novel level with the run that trained on that level's data, and
+Which runs score a level: a run of one data set for all levels (``real``, ``imaginary_all``)
+scores every level; a per-level variant (``imaginary``, ``oracle``) scores each novel level with the run that trained on that level's data, and
 ``train`` with the mean, per seed, over its per-level runs.
 """
 
@@ -57,7 +57,7 @@ def scoring_runs(
     for r in runs:
         if r.algorithm != algorithm or r.variant != variant or level not in r.success:
             continue
-        if variant == "real" or r.level == level or (level == "train" and r.level is not None):
+        if r.level is None or r.level == level or level == "train":
             chosen[r.seed].append(r)
     return dict(sorted(chosen.items()))
 
@@ -91,7 +91,7 @@ def levels_of(runs: list[RunResult]) -> list[str]:
 
 
 def variants_of(runs: list[RunResult], algorithm: str) -> list[str]:
-    order = ("real", "imaginary", "oracle")
+    order = ("real", "imaginary", "imaginary_all", "oracle")
     found = {r.variant for r in runs if r.algorithm == algorithm}
     return [v for v in order if v in found] + sorted(found - set(order))
 

@@ -18,7 +18,12 @@ from imaginebench.report.stats import (
     variants_of,
 )
 
-LABELS = {"real": "real", "imaginary": "real + imaginary", "oracle": "real + oracle"}
+LABELS = {
+    "real": "real",
+    "imaginary": "real + imaginary",
+    "oracle": "real + oracle",
+    "imaginary_all": "real + imaginary (all levels)",
+}
 REFERENCE_LABELS = {"random": "random policy", "expert": "expert"}
 
 
