@@ -271,6 +271,16 @@ def _benchmark(args: argparse.Namespace) -> int:
     return 1 if outcome.failed else 0
 
 
+def _ratio(text: str) -> float | str:
+    """``--ratio``: a number or ``pool``."""
+    if text == "pool":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or 'pool', got {text!r}")
+
+
 def _report(args: argparse.Namespace) -> int:
     from imaginebench.report import write_report
 
@@ -519,7 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="folder of the runs (default: the file's out)")
     p.add_argument("--algorithms", nargs="+", default=None, help="replace the file's algorithms")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="replace the file's seeds")
-    p.add_argument("--variants", nargs="+", default=None, help="real, imaginary, oracle")
+    p.add_argument(
+        "--variants", nargs="+", default=None, help="real, imaginary, oracle, imaginary_all"
+    )
     p.add_argument("--levels", nargs="+", default=None, help="levels of the per-level variants")
     p.add_argument(
         "--imaginary",
@@ -528,7 +540,10 @@ def build_parser() -> argparse.ArgumentParser:
         "one), e.g. to compare freshly imagined data before shipping it",
     )
     p.add_argument(
-        "--ratio", type=float, default=None, help="share of every batch from the second stream"
+        "--ratio",
+        type=_ratio,
+        default=None,
+        help="share of every batch from the second stream, or 'pool' (both streams pooled)",
     )
     p.add_argument(
         "--real-episodes", type=int, default=None, help="episodes of real data every run shares"

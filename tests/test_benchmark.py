@@ -60,6 +60,8 @@ def test_imaginary_all_trains_on_the_imaginary_files_of_all_levels():
     )
     assert files == ["shipped:clevr/imaginary_rephrase.h5", "shipped:clevr/imaginary_hard.h5"]
     assert "--data.init_args.ratio=0.2" in args and oracle is None
+    pooled, _ = fit_arguments(_spec(ratio="pool"), Run("bc", "imaginary", "easy", 0))
+    assert "--data.init_args.ratio=pool" in pooled
 
 
 def test_shards_partition_the_grid_exactly():
@@ -88,6 +90,7 @@ def test_benchmark_files_are_checked(tmp_path):
         ({"seeds": [0, 0]}, "repeats"),
         ({"colour": "red"}, "unknown key"),
         ({"ratio": 2.0}, "ratio must be in"),
+        ({"ratio": "half"}, "ratio must be a number in"),
         ({"domain": "atari"}, "unknown domain"),
     ):
         path = tmp_path / "bad.yaml"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from imaginebench.config import as_config
 from imaginebench.envs import DOMAINS
@@ -56,7 +56,8 @@ class BenchmarkSpec:
         levels: the levels of the per-level variants and of ``imaginary_all``.
         imaginary: the imaginary file of a level, ``{domain}`` and ``{level}`` filled in.
         oracle: collection settings of the oracle data (:class:`OracleData` fields).
-        ratio: share of every batch drawn from the second stream (``None``: the config's).
+        ratio: share of every batch drawn from the second stream, or ``"pool"`` (both streams
+            pooled, each transition equally likely); ``None``: the config's.
         real_episodes: episodes of real data (``None``: the config's ``collect.episodes``).
         overrides: extra command-line arguments given to every run, e.g.
             ``--trainer.max_steps=500``.
@@ -74,7 +75,7 @@ class BenchmarkSpec:
     levels: list[str] = field(default_factory=lambda: list(NOVEL_LEVELS))
     imaginary: str = SHIPPED_IMAGINARY
     oracle: OracleData = field(default_factory=OracleData)
-    ratio: float | None = None
+    ratio: float | Literal["pool"] | None = None
     real_episodes: int | None = None
     overrides: list[str] = field(default_factory=list)
     references: list[str] = field(default_factory=lambda: list(REFERENCES))
@@ -100,8 +101,12 @@ class BenchmarkSpec:
             values = getattr(self, name)
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: {values} repeats an entry")
-        if self.ratio is not None and not 0.0 <= self.ratio <= 1.0:
-            raise ValueError(f"ratio must be in [0, 1], got {self.ratio}")
+        if self.ratio not in (None, "pool") and not (
+            _is(self.ratio, float) or _is(self.ratio, int)
+        ):
+            raise ValueError(f"ratio must be a number in [0, 1] or 'pool', got {self.ratio!r}")
+        if self.ratio not in (None, "pool") and not 0.0 <= self.ratio <= 1.0:
+            raise ValueError(f"ratio must be in [0, 1] or 'pool', got {self.ratio}")
         if self.real_episodes is not None and self.real_episodes < 1:
             raise ValueError(f"real_episodes must be >= 1, got {self.real_episodes}")
         object.__setattr__(self, "oracle", as_config(self.oracle, OracleData, "oracle"))
