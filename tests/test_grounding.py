@@ -897,18 +897,6 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
     }
     kept, counts = select(candidates, FilterConfig())  # no filter: only divergence drops
     assert len(kept) == 5 and counts.diverged == 1
-
-    def of_length(steps, ll):
-        return ImaginedRollout(
-            None, np.zeros((steps + 1, 1)), np.zeros(steps), True, False, False, ll
-        )
-
-    episode = [of_length(3, -1.0), of_length(1, -4.0), of_length(1, -2.0), of_length(2, -0.5)]
-    shortest = FilterConfig(best_of=4, rank_by="shortest")
-    assert select(episode, shortest)[0] == [episode[2]]  # 1 step; the likelier of the two
-    assert select(episode, FilterConfig(best_of=4))[0] == [episode[3]]  # the likeliest
-    with pytest.raises(ValueError, match="rank_by"):
-        FilterConfig(rank_by="longest")
     with pytest.raises(ValueError, match="best_of"):
         FilterConfig(best_of=0)
     with pytest.raises(ValueError, match="reject_illegal"):

@@ -15,10 +15,8 @@ Steps, in the order a candidate rollout meets them:
    redrawn from the LM up to that many times (rules judge each draw; nothing is repaired);
 3. **success** (``require_success``): a rollout is kept only if its imagined states satisfy
    its own instruction;
-4. **best of N** (``best_of``): N sampled candidates per episode; the kept one is, among
-   those the other steps keep, the most likely under the LM (``rank_by: likelihood``) or the
-   shortest, ties broken by likelihood (``rank_by: shortest``: the expert's plans are short,
-   and a long imagined plan carries more chances of a wrong step).
+4. **best of N** (``best_of``): N sampled candidates per episode; the kept one is the most
+   likely under the LM among those the other steps keep.
 
 The counts of rollouts each step removed go into the dataset's provenance and quality report.
 """
@@ -26,9 +24,9 @@ The counts of rollouts each step removed go into the dataset's provenance and qu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +47,6 @@ class FilterConfig:
             to this many times (needs ``reject_illegal`` and sampled discrete actions).
         require_success: keep only rollouts that satisfy their own instruction.
         best_of: sampled candidates per episode (``> 1`` needs sampled decoding).
-        rank_by: which passing candidate of an episode is kept: ``likelihood`` (the most
-            likely under the LM) or ``shortest`` (the fewest steps, then the most likely).
     """
 
     horizon_quantile: float | None = None
@@ -59,7 +55,6 @@ class FilterConfig:
     illegal_retries: int = 0
     require_success: bool = False
     best_of: int = 1
-    rank_by: Literal["likelihood", "shortest"] = "likelihood"
 
     def __post_init__(self) -> None:
         if self.horizon_quantile is not None and not 0.0 < self.horizon_quantile <= 1.0:
@@ -72,8 +67,6 @@ class FilterConfig:
             raise ValueError("illegal_retries redraws illegal steps: set reject_illegal too")
         if self.best_of < 1:
             raise ValueError(f"best_of must be >= 1, got {self.best_of}")
-        if self.rank_by not in ("likelihood", "shortest"):
-            raise ValueError(f"rank_by must be 'likelihood' or 'shortest', got {self.rank_by!r}")
 
 
 @dataclass
@@ -109,8 +102,8 @@ def select(
     candidates: Sequence[ImaginedRollout], config: FilterConfig | Mapping[str, Any]
 ) -> tuple[list[ImaginedRollout], FilterCounts]:
     """Keep at most one rollout per group of ``config.best_of`` consecutive candidates (one
-    episode): of those that are finite, legal (if required) and successful (if required), the
-    most likely or the shortest (``config.rank_by``)."""
+    episode): the most likely one that is finite, legal (if required) and successful (if
+    required)."""
     config = as_config(config, FilterConfig, "config")
     best_of = config.best_of
     if len(candidates) % best_of:
@@ -131,16 +124,9 @@ def select(
             else:
                 passing.append(rollout)
         if passing:
-            kept.append(max(passing, key=_rank_key(config.rank_by)))
+            kept.append(max(passing, key=lambda r: r.log_likelihood))
             counts.less_likely += len(passing) - 1
             counts.episodes_kept += 1
         else:
             counts.episodes_dropped += 1
     return kept, counts
-
-
-def _rank_key(rank_by: str) -> Callable[[ImaginedRollout], tuple[float, ...]]:
-    """Sort key of the passing candidates of an episode: the largest is kept."""
-    if rank_by == "shortest":
-        return lambda r: (-len(r.actions), r.log_likelihood)
-    return lambda r: (r.log_likelihood,)
