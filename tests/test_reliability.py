@@ -121,7 +121,8 @@ def test_results_record_the_data_really_used(tmp_path: Path, real_path: Path) ->
     config = small_config(tmp_path, real_path, imaginary=[missing])
     with pytest.raises(FileNotFoundError, match="typo_imaginary.h5: imaginary dataset"):
         train_cli(["fit", "-c", str(config)])
-    train_cli(["fit", "-c", str(config), "--data.init_args.imaginary_optional", "true"])
+    asked = ["--data.init_args.imaginary_optional", "true", "--data.init_args.ratio", "0.5"]
+    train_cli(["fit", "-c", str(config), *asked])
     (results,) = tmp_path.rglob("results.json")
     payload = json.loads(results.read_text())
     assert payload["data"]["ratio"] == 0.5  # asked for
