@@ -101,12 +101,11 @@ class BenchmarkSpec:
             values = getattr(self, name)
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: {values} repeats an entry")
-        if self.ratio not in (None, "pool") and not (
-            _is(self.ratio, float) or _is(self.ratio, int)
-        ):
-            raise ValueError(f"ratio must be a number in [0, 1] or 'pool', got {self.ratio!r}")
-        if self.ratio not in (None, "pool") and not 0.0 <= self.ratio <= 1.0:
-            raise ValueError(f"ratio must be in [0, 1] or 'pool', got {self.ratio}")
+        if self.ratio not in (None, "pool"):
+            if not (_is(self.ratio, float) or _is(self.ratio, int)):
+                raise ValueError(f"ratio must be a number in [0, 1] or 'pool', got {self.ratio!r}")
+            if not 0.0 <= self.ratio <= 1.0:
+                raise ValueError(f"ratio must be in [0, 1] or 'pool', got {self.ratio}")
         if self.real_episodes is not None and self.real_episodes < 1:
             raise ValueError(f"real_episodes must be >= 1, got {self.real_episodes}")
         object.__setattr__(self, "oracle", as_config(self.oracle, OracleData, "oracle"))

@@ -4,8 +4,9 @@ levels (interquartile mean and mean with stratified-bootstrap intervals, the ``r
 method).
 
 Which runs score a level: a run of one data set for all levels (``real``, ``imaginary_all``)
-scores every level; a per-level variant (``imaginary``, ``oracle``) scores each novel level with the run that trained on that level's data, and
-``train`` with the mean, per seed, over its per-level runs.
+scores every level; a per-level variant (``imaginary``, ``oracle``) scores each novel level
+with the run that trained on that level's data, and ``train`` with the mean, per seed, over
+its per-level runs.
 """
 
 from __future__ import annotations
