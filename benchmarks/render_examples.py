@@ -4,7 +4,8 @@
 
 Real episodes are collected here with each domain's expert (``imaginebench collect``'s code:
 5 episodes of level ``train``, seed 0); imagined ones come from the shipped
-``imaginary_hard.h5`` of each domain that ships imaginary data (Meta-World ships none). From
+``imaginary_hard.h5`` of each domain that ships imaginary data (Meta-World and LIBERO ship
+none). From
 each file the first successful episode at least ``MIN_STEPS`` long is drawn (else the first
 successful one, else episode 0). Each GIF is what ``imaginebench render FILE --episode i --height 150 --width 200
 --every K --out ...`` writes; ``--every`` thins the long continuous-control episodes.
@@ -26,8 +27,8 @@ from imaginebench.data.shipped import SHIPPED_ROOT, resolve_data_path
 
 ROOT = Path(__file__).resolve().parents[1]
 # domain -> keep every K-th state (the long continuous-control episodes)
-EVERY = {"clevr": 1, "babyai": 1, "halfcheetah": 4, "metaworld": 3}
-MIN_STEPS = {"clevr": 5, "babyai": 10, "halfcheetah": 40, "metaworld": 20}
+EVERY = {"clevr": 1, "babyai": 1, "halfcheetah": 4, "metaworld": 3, "libero": 6}
+MIN_STEPS = {"clevr": 5, "babyai": 10, "halfcheetah": 40, "metaworld": 20, "libero": 40}
 SIZE = ("--height", "150", "--width", "200")
 
 

@@ -56,14 +56,25 @@ def test_babyai_frame_shows_the_agent_in_its_cell():
 
 
 @pytest.mark.parametrize(
-    "domain", ["halfcheetah", pytest.param("metaworld", marks=pytest.mark.slow)]
-)  # Meta-World builds its scene twice (env and renderer): about 5 s
+    "domain",
+    [
+        "halfcheetah",
+        pytest.param("metaworld", marks=pytest.mark.slow),
+        pytest.param("libero", marks=pytest.mark.slow),
+    ],
+)  # Meta-World and LIBERO build their scene twice (env and renderer): 5 to 30 s
 def test_mujoco_frames_follow_the_state_and_survive_illegal_ones(domain):
+    if domain == "libero":
+        pytest.importorskip("libero.libero", reason="the libero extra is not installed")
     task, state = _initial(domain)
     moved, bent, broken = state.copy(), state.copy(), state.copy()
     if domain == "halfcheetah":
         moved[0] = 0.3  # one step covering 0.3 m (root x: 0.3 from here on)
         bent[6] += 1.0  # front thigh angle
+    elif domain == "libero":
+        moved[16:19] += (0.1, 0.0, 0.2)  # the alphabet soup, lifted
+        bent[1] += 0.5  # the shoulder
+        broken[20:24] = 0.0  # a quaternion of no length: drawn unrotated
     else:
         bent[:3] += (0.15, -0.1, 0.1)  # the hand
     broken[1:6] = (np.nan, np.inf, -1e9, 40.0, -40.0)  # nothing a simulator would reach
@@ -76,6 +87,8 @@ def test_mujoco_frames_follow_the_state_and_survive_illegal_ones(domain):
     assert np.array_equal(last[0], frames[3])
     if domain == "halfcheetah":  # the floor moves under the tracked body
         assert np.abs(frames[0].astype(int) - frames[1]).mean() > 1.0
+    if domain == "libero":  # the can leaves its place: pixels change, not only noise
+        assert (np.abs(frames[0].astype(int) - frames[1]).sum(-1) > 60).sum() >= 10
 
 
 def test_illegal_grid_and_table_states_are_drawn_without_error():

@@ -6,8 +6,9 @@ Every domain registers a gymnasium id ``imaginebench/<Name>-v0`` that takes a ``
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -83,7 +84,7 @@ DOMAINS: dict[str, Domain] = {
     "metaworld": _domain(
         "metaworld", "imaginebench/MetaWorld-v0", "metaworld", "MetaWorld", renderer=True
     ),
-    "libero": _domain("libero", "imaginebench/LIBERO-v0", "libero", "Libero"),
+    "libero": _domain("libero", "imaginebench/LIBERO-v0", "libero", "Libero", renderer=True),
 }
 
 
