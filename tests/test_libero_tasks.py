@@ -210,3 +210,198 @@ def test_bad_states_are_rejected():
     with pytest.raises(ValueError, match="LIBERO states must have 44 entries"):
         LiberoTask("reach-alphabet_soup").success(np.zeros((3, 43)))
     assert len(OBJECTS) == 3 and entity_pos("basket") == slice(37, 40)
+
+
+def _at(**positions):
+    """One step with entities (and ``eef``) at the given positions, the rest at HOME."""
+    return {name: np.asarray(p, dtype=np.float64) for name, p in positions.items()}
+
+
+ORIGIN = [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("task", "step_at", "step_inside"),
+    [  # each threshold exactly (not success: all are strict) and just inside it
+        (
+            "reach-cream_cheese",
+            _at(eef=[0.05, 0, 0], cream_cheese=ORIGIN),
+            _at(eef=[0.0499, 0, 0], cream_cheese=ORIGIN),
+        ),
+        (
+            "place-alphabet_soup",
+            _at(alphabet_soup=[0.14, 0, 0], basket=ORIGIN),
+            _at(alphabet_soup=[0.1399, 0, 0], basket=ORIGIN),
+        ),
+        (
+            "place-alphabet_soup",
+            _at(alphabet_soup=[0, 0, 0.155], basket=ORIGIN),
+            _at(alphabet_soup=[0, 0, 0.1549], basket=ORIGIN),
+        ),
+        (
+            "place-salad_dressing",
+            _at(salad_dressing=[0, 0, 0.22], basket=ORIGIN),
+            _at(salad_dressing=[0, 0, 0.2199], basket=ORIGIN),
+        ),
+        (
+            "pick-cream_cheese-and-place-to-salad_dressing",
+            _at(cream_cheese=[0.1, 0, 0], salad_dressing=ORIGIN),
+            _at(cream_cheese=[0.0999, 0, 0], salad_dressing=ORIGIN),
+        ),
+        (
+            "pick-cream_cheese-and-place-to-salad_dressing",
+            _at(cream_cheese=[0, 0, 0.22], salad_dressing=ORIGIN),
+            _at(cream_cheese=[0, 0, 0.2199], salad_dressing=ORIGIN),
+        ),
+        (
+            "pick-out-of-alphabet_soup",
+            _at(alphabet_soup=[0.45, 0, 0], basket=ORIGIN),
+            _at(alphabet_soup=[0.4501, 0, 0], basket=ORIGIN),
+        ),
+    ],
+)
+def test_success_thresholds_are_strict(task, step_at, step_inside):
+    judge = LiberoTask(task)
+    assert judge.success(history(step_at)).tolist() == [False]
+    assert judge.success(history(step_inside)).tolist() == [True]
+
+
+def test_aside_threshold_is_strict():
+    task = LiberoTask("pick-and-place-aside-cream_cheese")
+    start = _at(cream_cheese=ORIGIN)
+    assert task.success(history(start, _at(cream_cheese=[0.07, 0, 0]))).tolist() == [False] * 2
+    assert task.success(history(start, _at(cream_cheese=[0.0701, 0, 0]))).tolist() == [
+        False,
+        True,
+    ]
+
+
+def test_grasp_thresholds_are_strict():
+    """A grasp needs the hand strictly within 5 cm and the object moved strictly more than
+    0.1 mm since the step before."""
+    task = LiberoTask("pick-cream_cheese")
+    start = _at(eef=[0.0, 0, 0], cream_cheese=ORIGIN)
+    moved = [1e-4 + 1e-7, 0, 0]
+    assert task.success(history(start, _at(eef=[0.0, 0, 0], cream_cheese=[1e-4, 0, 0])))[1] == (
+        False
+    )
+    assert task.success(history(start, _at(eef=[0.0, 0, 0], cream_cheese=moved)))[1]
+    far = [moved[0] + 0.05, 0, 0]  # the hand exactly 5 cm from the moved object
+    assert not task.success(history(start, _at(eef=far, cream_cheese=moved)))[1]
+
+
+def test_the_sequential_tasks_accept_the_taller_basket_height_for_every_object():
+    """Placed at 18 cm above the basket: too high for placing the soup (15.5 cm), but the
+    sequential tasks judge every object with the taller 22 cm."""
+    high = _at(alphabet_soup=[0, 0, 0.18], basket=ORIGIN)
+    assert not LiberoTask("place-alphabet_soup").success(history(high))[0]
+    task = LiberoTask("sequential-pick-and-place-alphabet_soup-and-cream_cheese")
+    cheese_in = _at(cream_cheese=[0.01, 0, 0.01], basket=ORIGIN)
+    assert task.success(history(high, cheese_in)).tolist() == [False, True]
+
+
+def _tasks_histories():
+    soup, cheese, basket = (np.array(HOME[e]) for e in ("alphabet_soup", "cream_cheese", "basket"))
+    grasp_soup = {"eef": soup + [0, 0, 0.01], "alphabet_soup": soup + [0, 0, 0.002]}
+    lifted = {"eef": soup + [0, 0.05, 0.1], "alphabet_soup": soup + [0, 0.05, 0.09]}
+    placed = {"eef": basket + [0, 0, 0.15], "alphabet_soup": in_basket()}
+    cheese_grasp = {
+        "alphabet_soup": in_basket(),
+        "eef": cheese + [0, 0, 0.01],
+        "cream_cheese": cheese + [0.002, 0, 0],
+    }
+    cheese_placed = {"alphabet_soup": in_basket(), "cream_cheese": in_basket(0.03)}
+    first = history({}, grasp_soup, lifted, placed, cheese_grasp, cheese_placed)
+    second = history({}, {"eef": soup + [0, 0, 0.2]}, grasp_soup, grasp_soup, lifted, lifted)
+    return np.stack([first, second])
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_judges_on_a_batch_of_episodes_match_each_episode(name):
+    """Leading dimensions are episodes: every judge gives each episode of a batch what it
+    gives that episode alone (distances, latching and the moved test run along time)."""
+    task = LiberoTask(name)
+    batch = _tasks_histories()
+    for judge in (task.success, task.completed, task.rewards, task.progress):
+        together = judge(batch)
+        for i, episode in enumerate(batch):
+            np.testing.assert_array_equal(together[i], judge(episode))
+
+
+def test_progress_is_the_stages_done_plus_the_closeness_of_the_next():
+    task = LiberoTask("pick-and-place-alphabet_soup")
+    soup, basket = np.array(HOME["alphabet_soup"]), np.array(HOME["basket"])
+    lifted = soup + [0, 0, 0.002]
+    s = history(
+        {"eef": soup + [0, 0, 0.2]},
+        {"eef": soup + [0, 0, 0.01], "alphabet_soup": lifted},  # grasped
+        {"alphabet_soup": in_basket()},
+    )
+    grasp_closeness = 1 / (1 + 10 * 0.2)
+    basket_closeness = 1 / (1 + 10 * np.linalg.norm(lifted - basket))
+    np.testing.assert_allclose(
+        task.progress(s), [grasp_closeness / 2, (1 + basket_closeness) / 2, 1.0], rtol=1e-12
+    )
+    aside = LiberoTask("pick-and-place-aside-alphabet_soup")  # an "away" stage: distance / 7 cm
+    s = history(
+        {},
+        {"eef": soup + [0, 0, 0.01], "alphabet_soup": lifted},
+        {"alphabet_soup": soup + [0.035, 0, 0]},
+    )
+    np.testing.assert_allclose(aside.progress(s)[1:], [(1 + 0.002 / 0.07) / 2, 0.75], rtol=1e-9)
+
+
+def test_rewards_of_the_single_stage_away_and_sequential_tasks():
+    soup, cheese = np.array(HOME["alphabet_soup"]), np.array(HOME["cream_cheese"])
+    basket = np.array(HOME["basket"])
+    # reach: the hand's approach, +1 on success
+    reach = LiberoTask("reach-cream_cheese")
+    r = reach.rewards(history({"eef": cheese + [0, 0, 0.2]}, {"eef": cheese + [0, 0, 0.03]}))
+    assert r == pytest.approx([20 * 0.17 + 1.0])
+    # aside: shaped by the growing distance from the start from the grasp's own step on
+    aside = LiberoTask("pick-and-place-aside-alphabet_soup")
+    s = history(
+        {},
+        {"eef": soup + [0, 0, 0.01], "alphabet_soup": soup + [0.002, 0, 0]},  # grasp (+1)
+        {"alphabet_soup": soup + [0.05, 0, 0]},
+        {"alphabet_soup": soup + [0.08, 0, 0]},  # 8 cm away: success (+1)
+    )
+    assert aside.rewards(s) == pytest.approx(
+        [20 * 0.002 + 1.0, 20 * 0.048, 20 * 0.03 + 1.0], abs=1e-9
+    )
+    # pick-out-of: the growing distance from the basket
+    out = LiberoTask("pick-out-of-cream_cheese")
+    start = cheese
+    grasped = {"eef": start + [0, 0, 0.01], "cream_cheese": start + [0, 0, 0.002]}
+    away = start + [0, -0.3, 0.002]
+    r = out.rewards(history({}, grasped, {"cream_cheese": away}))
+    d = [np.linalg.norm(p - basket) for p in (start, start + [0, 0, 0.002], away)]
+    assert d[2] > OUT_OF_DISTANCE["cream_cheese"]  # out: success (+1)
+    assert r == pytest.approx([20 * (d[1] - d[0]) + 1.0, 20 * (d[2] - d[1]) + 1.0], abs=1e-9)
+    # pick-to: the hand's approach still shapes the grasp's step (the original's late switch)
+    pick_to = LiberoTask("pick-alphabet_soup-and-place-to-cream_cheese")
+    s = history(
+        {"eef": soup + [0, 0, 0.1]},
+        {"eef": soup + [0, 0, 0.01], "alphabet_soup": soup + [0, 0, 0.002]},
+    )
+    hand = np.linalg.norm([0, 0, 0.01 - 0.002])
+    assert pick_to.rewards(s) == pytest.approx([20 * (0.1 - hand) + 1.0], abs=1e-9)
+    # sequential: +1 for each first grasp and placement; shaped by the first stage not reached
+    seq = LiberoTask("sequential-pick-and-place-alphabet_soup-and-cream_cheese")
+    s = history(
+        {"eef": soup + [0, 0, 0.1]},
+        {"eef": soup + [0, 0, 0.01], "alphabet_soup": soup + [0, 0, 0.002]},  # grasp soup
+        {"alphabet_soup": in_basket(), "eef": cheese + [0, 0, 0.1]},  # place soup
+        {"alphabet_soup": in_basket(), "eef": cheese + [0, 0, 0.05]},  # approach cheese
+    )
+    soup_eef = soup + [0, 0, 0.01]
+    m_basket = [np.linalg.norm(p - basket) for p in (soup, soup + [0, 0, 0.002])]
+    m_cheese = np.linalg.norm(soup_eef - cheese)  # the hand's distance to the next object
+    assert seq.rewards(s) == pytest.approx(
+        [
+            20 * (m_basket[0] - m_basket[1]) + 1.0,  # grasped: shaped by the soup's placement
+            20 * (m_cheese - 0.1) + 1.0,  # placed: shaped by the hand's approach to the cheese
+            20 * 0.05,
+        ],
+        abs=1e-9,
+    )
