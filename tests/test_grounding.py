@@ -1173,6 +1173,53 @@ def test_halfcheetah_grounding_imagines_continuous_windows(tmp_path):
     assert report.transition_correctness == pytest.approx(correct.mean())
 
 
+def _continuous_log_likelihood(module, rollout, sigma):
+    """The Gaussian log-likelihood of a rollout's actions around what teacher forcing predicts
+    (the action head's mean squared error, read back as the Gaussian's exponent)."""
+    item = module.builder.generation(rollout.spec.instruction, rollout.states, rollout.actions)
+    with torch.no_grad():
+        mse = float(module.model.losses(module.builder.collate([item]))["action_mse"])
+    n = rollout.actions.size
+    return -0.5 * n * mse / sigma**2 - n * (np.log(sigma) + 0.5 * np.log(2 * np.pi)), mse
+
+
+def test_sampled_continuous_actions_are_gaussian_around_the_action_head(tmp_path):
+    """Sampled decoding of continuous actions draws around the action head's prediction with
+    the configured spread, stays in the bounds, records each rollout's Gaussian log-likelihood
+    (what best-of-N ranks) exactly, and redrawn illegal steps leave no trace in it."""
+    dm = _real_datamodule(tmp_path, "halfcheetah", 8, batch_size=4)
+    module = _tiny(dm, window=8)
+    _trainer(3).fit(module, dm)
+    module.eval()
+    specs = get_domain("halfcheetah").make_suite().episodes("easy", 6, seed=0, split="data")
+    with pytest.raises(ValueError, match="action_noise > 0"):
+        Imaginer(module, DecodingConfig(strategy="sample"))
+    with pytest.raises(ValueError, match="action_noise must be >= 0"):
+        DecodingConfig(strategy="sample", action_noise=-0.1)
+    sigma = 0.3
+    greedy = Imaginer(module, DecodingConfig(batch_size=6)).imagine(specs, horizon=6)
+    assert all(r.log_likelihood == 0.0 for r in greedy)
+    decoding = DecodingConfig(strategy="sample", action_noise=sigma, batch_size=6)
+    sampled = Imaginer(module, decoding, seed=1).imagine(specs, horizon=6)
+    again = Imaginer(module, decoding, seed=1).imagine(specs, horizon=6)
+    spreads = []
+    for r, g, r2 in zip(sampled, greedy, again):
+        np.testing.assert_array_equal(r.actions, r2.actions)  # seeded
+        assert np.abs(r.actions).max() <= 1.0 and not np.allclose(r.actions, g.actions)
+        expected, mse = _continuous_log_likelihood(module, r, sigma)
+        assert r.log_likelihood == pytest.approx(expected, rel=1e-4)
+        spreads.append(mse)
+    # 6 rollouts x 6 steps x 6 torques: the squared deviation from the head averages sigma^2
+    assert np.mean(spreads) / sigma**2 == pytest.approx(1.0, abs=0.3)
+    rule = _ScriptedRule({0: [0, 2], 1: [0], 3: [4]})
+    redrawn = Imaginer(module, decoding, 1, legal=rule, illegal_retries=2).imagine(specs, 6)
+    assert redrawn[0].redrawn == 2 and redrawn[2].redrawn >= 1 and redrawn[4].redrawn >= 1
+    assert not any(r.illegal for r in redrawn)
+    np.testing.assert_array_equal(redrawn[1].actions[0], sampled[1].actions[0])  # kept its draw
+    for r in redrawn:
+        assert r.log_likelihood == pytest.approx(_continuous_log_likelihood(module, r, sigma)[0], rel=1e-4)
+
+
 def test_categorical_copy_prior_keeps_the_previous_state_until_trained_otherwise(tmp_path):
     """With residual_states a categorical head adds a learned bonus to each entry's previous
     class, so the untrained head copies the previous state; without it the head has no prior."""

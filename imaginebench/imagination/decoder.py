@@ -47,11 +47,16 @@ class DecodingConfig:
     """How actions are chosen while imagining.
 
     Args:
-        strategy: ``greedy`` (argmax action) or ``sample`` (softmax with ``temperature``).
-            States are the state head's prediction (or the ``dynamics`` model's, see
-            :class:`Imaginer`); continuous actions are always the action head's prediction,
-            clipped to the action bounds.
+        strategy: ``greedy`` (argmax action; a continuous action is the action head's
+            prediction) or ``sample`` (discrete: softmax with ``temperature``; continuous: the
+            prediction plus Gaussian noise of standard deviation ``action_noise``). Continuous
+            actions are clipped to the action bounds. States are the state head's prediction
+            (or the ``dynamics`` model's, see :class:`Imaginer`).
         temperature: softmax temperature of sampled discrete actions.
+        action_noise: standard deviation of sampled continuous actions around the action
+            head's prediction, the head read as a Gaussian (its squared-error loss is the
+            Gaussian's negative log-likelihood up to scale). Each step's log-likelihood under
+            that Gaussian ranks best-of-N candidates. Needed (> 0) to sample continuous actions.
         batch_size: rollouts decoded together.
         use_cache: KV-cached decoding (``False``: full re-forward per slot; same result).
         max_abs_state: a rollout whose state leaves ``[-max_abs_state, max_abs_state]`` (or
@@ -60,6 +65,7 @@ class DecodingConfig:
 
     strategy: Strategy = "greedy"
     temperature: float = 1.0
+    action_noise: float = 0.0
     batch_size: int = 64
     use_cache: bool = True
     max_abs_state: float = 100.0
@@ -69,6 +75,8 @@ class DecodingConfig:
             raise ValueError(f"strategy must be 'greedy' or 'sample', got {self.strategy!r}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not self.action_noise >= 0:
+            raise ValueError(f"action_noise must be >= 0, got {self.action_noise}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
 
@@ -83,10 +91,11 @@ class ImaginedRollout:
     success: bool
     diverged: bool
     illegal: bool = False  # stopped at a state that breaks the domain's rules
-    log_likelihood: float = 0.0  # of the discrete actions under the LM (0 for continuous ones)
+    log_likelihood: float = 0.0  # of the actions under the LM (0 for greedy continuous ones)
     redrawn: int = 0  # actions redrawn because their imagined next state was illegal
     #: (T,) per step: log-likelihood of the action and (categorical state head) of the next
-    #: state under the LM; zeros when the model gives none (continuous actions, regression).
+    #: state under the LM; zeros when the model gives none (greedy continuous actions,
+    #: regression state head).
     step_log_likelihoods: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
@@ -164,7 +173,7 @@ class Imaginer:
             back (grid domains such as BabyAI, whose states are cell coordinates and indices).
         legal: the domain's legality rule (``(N, D) states -> (N,) bool``, rules only, no
             simulation); a rollout stops at its first illegal state, flagged ``illegal``.
-        illegal_retries: with ``legal`` and sampled discrete actions, an action whose
+        illegal_retries: with ``legal`` and sampled actions, an action whose
             imagined next state breaks the rules is redrawn (the LM's cache rewound to before
             it) up to this many times before the rollout stops as illegal.
         dynamics: ``(states (B, D), actions) -> next states (B, D)``, a model of the domain's
@@ -196,14 +205,18 @@ class Imaginer:
         self.action_high = float(spec.get("high", 1.0))
         if illegal_retries < 0:
             raise ValueError(f"illegal_retries must be >= 0, got {illegal_retries}")
-        if illegal_retries and (
-            legal is None or not self.discrete or self.decoding.strategy != "sample"
-        ):
+        if illegal_retries and (legal is None or self.decoding.strategy != "sample"):
             raise ValueError(
-                "illegal_retries redraws sampled discrete actions under a legality rule: "
-                "it needs legal=..., a discrete action space and decoding.strategy='sample'"
+                "illegal_retries redraws sampled actions under a legality rule: "
+                "it needs legal=... and decoding.strategy='sample'"
             )
         self.illegal_retries = illegal_retries
+        sampled_continuous = not self.discrete and self.decoding.strategy == "sample"
+        if sampled_continuous and not self.decoding.action_noise:
+            raise ValueError(
+                "sampled continuous actions need decoding.action_noise > 0 (the standard "
+                "deviation around the action head's prediction)"
+            )
 
     @torch.no_grad()
     def imagine(
@@ -233,7 +246,7 @@ class Imaginer:
         kept: list[Tensor] | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
         """Choose each row's action and feed it: the actions, the new hidden state, the
-        actions' log-likelihood under the LM (zeros for continuous actions) and the choice of
+        actions' log-likelihood under the LM (zeros for greedy continuous ones) and the choice of
         each action word. ``state`` is the current state and ``previous`` the action before it
         in this prompt (the heads' context). With ``redo`` (``(B,)`` bool), only those rows
         draw anew; the others repeat their word choices ``kept``."""
@@ -245,11 +258,14 @@ class Imaginer:
             prediction = self.model.action_logits(heads, word)
             choice = self._choose(prediction)
             if redo is not None and kept is not None:
-                choice = torch.where(redo.to(choice.device), choice, kept[word])
+                redo_rows = redo.to(choice.device).view(-1, *[1] * (choice.dim() - 1))
+                choice = torch.where(redo_rows, choice, kept[word])
             choices.append(choice)
             if self.discrete:
                 log_probs = torch.log_softmax(prediction.float(), -1)
                 log_likelihood += log_probs.gather(-1, choice[:, None]).squeeze(-1)
+            elif self.decoding.strategy == "sample":
+                log_likelihood += self._gaussian_log_likelihood(choice, prediction)
             if self.model.action_words is not None:
                 part = choice * self.model.action_words.strides[word]
                 action = part if action is None else action + part
@@ -283,6 +299,9 @@ class Imaginer:
 
     def _choose(self, prediction: Tensor) -> Tensor:
         if not self.discrete:
+            if self.decoding.strategy == "sample":
+                noise = torch.randn(prediction.shape, generator=self.generator)
+                prediction = prediction + self.decoding.action_noise * noise.to(prediction)
             return prediction.clamp(self.action_low, self.action_high)
         if self.decoding.strategy == "greedy":
             return prediction.argmax(-1)
@@ -292,6 +311,13 @@ class Imaginer:
             .squeeze(1)
             .to(prediction.device)
         )
+
+    def _gaussian_log_likelihood(self, action: Tensor, prediction: Tensor) -> Tensor:
+        """Log-density of continuous actions under the Gaussian around the prediction (of the
+        clipped action: a clipped draw counts as the bound's density, a ranking score)."""
+        sigma = self.decoding.action_noise
+        z = (action.float() - prediction.float()) / sigma
+        return (-0.5 * z.square() - np.log(sigma) - 0.5 * np.log(2 * np.pi)).sum(-1)
 
     def _prompt(
         self, specs: list[EpisodeSpec], states: list[np.ndarray], start: int, device: Any

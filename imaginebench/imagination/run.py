@@ -177,6 +177,7 @@ def imagine_level(
         "decoding": {
             "strategy": decoding.strategy,
             "temperature": decoding.temperature,
+            "action_noise": decoding.action_noise,
             "batch_size": decoding.batch_size,
             "kv_cache": decoding.use_cache,
         },
