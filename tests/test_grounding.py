@@ -1217,7 +1217,8 @@ def test_sampled_continuous_actions_are_gaussian_around_the_action_head(tmp_path
     assert not any(r.illegal for r in redrawn)
     np.testing.assert_array_equal(redrawn[1].actions[0], sampled[1].actions[0])  # kept its draw
     for r in redrawn:
-        assert r.log_likelihood == pytest.approx(_continuous_log_likelihood(module, r, sigma)[0], rel=1e-4)
+        expected = _continuous_log_likelihood(module, r, sigma)[0]
+        assert r.log_likelihood == pytest.approx(expected, rel=1e-4)
 
 
 def test_categorical_copy_prior_keeps_the_previous_state_until_trained_otherwise(tmp_path):
