@@ -109,7 +109,7 @@ def test_every_domain_with_offline_rl_configs_has_a_grid_over_all_of_them():
         if "modules.offline" in config.read_text():
             algorithm, domain = config.stem.split("_", 1)
             offline.setdefault(domain, set()).add(algorithm)
-    assert {"clevr", "babyai", "halfcheetah", "metaworld"} <= set(offline)
+    assert {"clevr", "babyai", "halfcheetah", "metaworld", "libero"} <= set(offline)
     for domain, algorithms in offline.items():
         spec = load_spec(ROOT / "configs" / "benchmark" / f"{domain}.yaml")
         assert spec.domain == domain and set(spec.algorithms) == algorithms, domain

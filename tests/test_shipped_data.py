@@ -1,4 +1,5 @@
-"""The imaginary datasets shipped inside the package: checksums, validity, size, configs."""
+"""The datasets shipped inside the package (imaginary ones, and LIBERO's real data, slow to
+collect): checksums, validity, size, configs."""
 
 import json
 from pathlib import Path
@@ -21,23 +22,72 @@ ROOT = Path(__file__).resolve().parents[1]
 CLEVR = SHIPPED_ROOT / "clevr"
 LEVELS = ("rephrase", "easy", "hard")
 SHIPPED_DOMAINS = sorted(d.name for d in SHIPPED_ROOT.iterdir() if (d / MANIFEST).is_file())
+IMAGINARY = [
+    (domain, level)
+    for domain in SHIPPED_DOMAINS
+    for level in LEVELS
+    if (SHIPPED_ROOT / domain / f"imaginary_{level}.h5").is_file()
+]
 
 
-def test_clevr_babyai_and_halfcheetah_data_ship():
-    assert {"clevr", "babyai", "halfcheetah"} <= set(SHIPPED_DOMAINS)
+def test_clevr_babyai_and_halfcheetah_imaginary_and_libero_real_data_ship():
+    for domain in ("clevr", "babyai", "halfcheetah"):
+        assert {(domain, level) for level in LEVELS} <= set(IMAGINARY)
+    assert (SHIPPED_ROOT / "libero" / "real_train.h5").is_file()
+
+
+def test_shipped_libero_real_data_is_the_experts_and_judged_by_the_tasks():
+    dataset = load_dataset(resolve_data_path("shipped:libero/real_train.h5"))
+    assert dataset.domain == "libero" and len(dataset) >= 300
+    assert set(dataset.episode_source.tolist()) == {0}  # real
+    assert dataset.provenance["level"] == "train"
+    tasks = {Task.from_spec(dataset.episode(i).task_spec).spec() for i in range(len(dataset))}
+    assert len(tasks) == 6  # pick and place of each of the three objects
+    for i in range(len(dataset)):
+        ep = dataset.episode(i)
+        assert ep.success == bool(Task.from_spec(ep.task_spec).success(ep.states)[1:].any())
+    assert dataset.episode_success.mean() > 0.85
+
+
+@pytest.mark.slow  # two LIBERO expert episodes, about 20 s
+def test_shipped_libero_real_data_is_what_its_command_collects():
+    pytest.importorskip("libero")
+    from imaginebench.data.collect import collect
+
+    shipped = load_dataset(resolve_data_path("shipped:libero/real_train.h5"))
+    p = shipped.provenance
+    again, _ = collect(
+        "libero",
+        p["level"],
+        2,
+        seed=p["seed"],
+        epsilon=float(p["generator"].split("epsilon=")[1].rstrip(")")),
+        paraphrases=p["paraphrases"],
+        progress=False,
+    )
+    for i in range(2):
+        a, b = shipped.episode(i), again.episode(i)
+        assert a.instruction == b.instruction and a.task_spec == b.task_spec
+        np.testing.assert_allclose(a.actions, b.actions, atol=1e-6)
+        np.testing.assert_allclose(a.states, b.states, atol=1e-4)
 
 
 @pytest.mark.parametrize("domain", SHIPPED_DOMAINS)
 def test_manifest_matches_the_shipped_files(domain):
     verify_manifest(SHIPPED_ROOT / domain)
     manifest = json.loads((SHIPPED_ROOT / domain / MANIFEST).read_text())
-    assert set(manifest["files"]) == {f"imaginary_{level}.h5" for level in LEVELS}
+    names = {f"imaginary_{level}.h5" for level in LEVELS} | {"real_train.h5"}
+    assert manifest["files"] and set(manifest["files"]) <= names
     total = sum(entry["bytes"] for entry in manifest["files"].values())
     assert total < 8e6, f"shipped data should stay small, got {total / 1e6:.1f} MB"
-    for entry in manifest["files"].values():
-        assert entry["command"].startswith("imaginebench imagine")
-        assert entry["provenance"]["model"] == "smollm2"
-        assert entry["provenance"]["adapter_checkpoint_sha256"]
+    for name, entry in manifest["files"].items():
+        if name.startswith("imaginary_"):
+            assert entry["command"].startswith("imaginebench imagine")
+            assert entry["provenance"]["model"] == "smollm2"
+            assert entry["provenance"]["adapter_checkpoint_sha256"]
+        else:  # real data: the collect command that writes it to its shipped place
+            assert entry["command"].startswith(f"imaginebench collect --domain {domain} ")
+            assert f"--out imaginebench/datasets/{domain}/{name}" in entry["command"]
 
 
 def test_a_tampered_file_fails_verification(tmp_path):
@@ -54,8 +104,7 @@ def test_a_tampered_file_fails_verification(tmp_path):
         verify_manifest(tmp_path)
 
 
-@pytest.mark.parametrize("domain", SHIPPED_DOMAINS)
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("domain,level", IMAGINARY)
 def test_shipped_imaginary_data_is_valid_and_self_consistent(domain, level):
     dataset = load_dataset(resolve_data_path(f"shipped:{domain}/imaginary_{level}.h5"))
     assert dataset.domain == domain and len(dataset) > 100
@@ -72,7 +121,8 @@ def test_shipped_imaginary_data_is_valid_and_self_consistent(domain, level):
 def test_configs_reference_shipped_files_that_exist():
     for config in sorted((ROOT / "configs").rglob("*.yaml")):
         text = yaml.safe_load(config.read_text()) or {}
-        paths = (text.get("data", {}).get("init_args", {}) or {}).get("imaginary") or []
+        data = text.get("data", {}).get("init_args", {}) or {}
+        paths = [*(data.get("imaginary") or []), *([data["real"]] if data.get("real") else [])]
         for path in paths:
             if str(path).startswith("shipped:"):
                 assert resolve_data_path(path).is_file(), (config, path)

@@ -55,6 +55,18 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
     return command
 
 
+def _collect_command(provenance: dict[str, Any], domain: str, name: str) -> str | None:
+    """The ``imaginebench collect`` command line a real dataset's provenance records, writing
+    to its shipped place; ``None`` if it was not made by that command."""
+    args = str(provenance.get("command", "")).split()
+    if "collect" not in args:
+        return None
+    rest = args[args.index("collect") + 1 :]
+    if "--out" in rest[:-1]:
+        rest[rest.index("--out") + 1] = f"imaginebench/datasets/{domain}/{name}"
+    return " ".join(["imaginebench collect", *rest])
+
+
 def write_manifest(directory: str | Path) -> dict[str, Any]:
     """(Re)write ``MANIFEST.json`` for the ``.h5`` files of ``directory``; return it.
 
@@ -80,6 +92,8 @@ def write_manifest(directory: str | Path) -> dict[str, Any]:
         }
         if provenance.get("generator") == "imaginebench imagine":
             entry["command"] = _regenerate_command(provenance, dataset.domain, path.name)
+        elif command := _collect_command(provenance, dataset.domain, path.name):
+            entry["command"] = command
         files[path.name] = entry
     manifest = {"files": files}
     write_text_atomically(directory / MANIFEST, json.dumps(manifest, indent=2) + "\n")
