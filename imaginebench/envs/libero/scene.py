@@ -78,6 +78,10 @@ def _control_env(render: bool, render_size: tuple[int, int]) -> Any:
     )
 
 
+#: seed of the object placement of every scene's home layout (see :class:`Scene`)
+HOME_LAYOUT_SEED = 0
+
+
 class Scene:
     """One LIBERO simulator, read out as 44-d states.
 
@@ -89,7 +93,15 @@ class Scene:
     def __init__(self, render: bool = False, render_size: tuple[int, int] = (256, 256)) -> None:
         self.render_size = render_size
         self.control = _control_env(render, render_size)
-        self.control.reset()  # LIBERO's reset places the objects (and rebuilds the simulator)
+        # LIBERO's reset places the objects (and rebuilds the simulator) with robosuite's
+        # samplers, which draw from numpy's global generator: seeded here, so every scene has
+        # the same home layout (initial states then depend on the episode's seed alone)
+        saved = np.random.get_state()
+        np.random.seed(HOME_LAYOUT_SEED)
+        try:
+            self.control.reset()
+        finally:
+            np.random.set_state(saved)
         self.env = self.control.env  # the robosuite environment
         self.sim = self.env.sim
         self.robot = self.env.robots[0]
