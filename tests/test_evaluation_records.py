@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import pytest
 
 from imaginebench.benchmark.references import RandomPolicy
@@ -42,6 +43,29 @@ def test_the_expert_is_scored_on_the_evaluation_set():
     result = evaluate_level(ExpertPolicy(expert), "babyai", "hard", 6, seed=0)
     assert result.success == 1.0  # the expert solves every hard task (docs/results)
     assert len(made) == 6  # one expert per episode: experts may remember their episode
+
+
+def test_episodes_in_groups_of_environments_score_as_side_by_side():
+    """``max_envs`` runs the episodes in consecutive groups on fewer simulators (LIBERO's are
+    large): the same episodes, the same outcomes, and a fresh expert for every episode."""
+    class StateHash:  # a deterministic policy: its action depends on the state alone
+        def act(self, states, instructions):
+            return (np.abs(states).sum(1) * 1000).astype(int) % 40
+
+    together = evaluate_level(StateHash(), "clevr", "hard", 12, 0)
+    envs: list = []
+    grouped = evaluate_level(StateHash(), "clevr", "hard", 12, 0, envs, max_envs=5)
+    assert len(envs) == 5 and grouped == together and 0 < together.successes < 12
+    made = []
+
+    def expert():
+        made.append(make_expert("babyai", seed=0))
+        return made[-1]
+
+    result = evaluate_level(ExpertPolicy(expert), "babyai", "hard", 6, seed=0, max_envs=4)
+    assert result.success == 1.0 and len(made) == 6
+    with pytest.raises(ValueError, match="max_envs must be >= 1"):
+        evaluate_level(StateHash(), "clevr", "hard", 2, 0, max_envs=0)
 
 
 def _hparams_records(log_dir: Path) -> tuple[set[str], dict[str, object]]:

@@ -45,12 +45,15 @@ def evaluation_settings(config: dict[str, Any]) -> dict[str, Any]:
         if c["class_path"].endswith("SuccessRateEvaluation")
     )
     args = callback["init_args"]
-    return {
+    settings = {
         "levels": list(args.get("levels") or ["train", "rephrase", "easy", "hard"]),
         "episodes": int(args.get("test_episodes_per_level", 200)),
         "seed": int(args.get("seed", 0)),
         "max_episode_steps": args.get("max_episode_steps"),
     }
+    if args.get("max_envs"):  # how many simulators at once: not part of the score otherwise
+        settings["max_envs"] = int(args["max_envs"])
+    return settings
 
 
 def reference_job(policy: str, domain: str, evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +77,13 @@ def score_reference(job: dict[str, Any], out: Path) -> None:
         else:
             policy = ExpertPolicy(lambda: make_expert(domain, epsilon=0.0, seed=0))
         result = evaluate_level(
-            policy, domain, level, job["episodes"], seed, max_episode_steps=job["max_episode_steps"]
+            policy,
+            domain,
+            level,
+            job["episodes"],
+            seed,
+            max_episode_steps=job["max_episode_steps"],
+            max_envs=job.get("max_envs"),
         )
         levels[level] = asdict(result)
         print(f"{level}: {100 * result.success:.1f}% of {result.episodes}", flush=True)

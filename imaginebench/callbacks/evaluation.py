@@ -56,7 +56,7 @@ class LevelResult:
 class ExpertPolicy:
     """A domain's expert (``act(env)``, :mod:`imaginebench.experts`) as a policy that
     :func:`evaluate_level` runs on the fixed evaluation set: it reads each live env instead of
-    the batched states, with one expert per env (experts may remember their episode).
+    the batched states, with one expert per episode (experts may remember their episode).
 
     Args:
         make_expert: builds one expert, e.g. ``lambda: make_expert("clevr", seed=0)``.
@@ -65,6 +65,11 @@ class ExpertPolicy:
     def __init__(self, make_expert: Callable[[], Any]) -> None:
         self.make_expert = make_expert
         self._experts: dict[int, Any] = {}
+
+    def start(self, envs: Sequence[Any]) -> None:
+        """New episodes begin in ``envs``: each gets a fresh expert at its first action."""
+        for env in envs:
+            self._experts.pop(id(env), None)
 
     def act_in(self, envs: Sequence[Any]) -> list[Any]:
         """The next action of each env's expert in ``envs``."""
@@ -102,45 +107,36 @@ def evaluate_level(
     seed: int,
     envs: list | None = None,
     max_episode_steps: int | None = None,
+    max_envs: int | None = None,
 ) -> LevelResult:
     """Run ``episodes`` fixed episodes of ``level`` with ``policy.act(states, instructions)``
     (or, for an :class:`ExpertPolicy`, its ``act_in(envs)``).
 
-    Success is counted once per episode (at termination or at the time limit), overall and per
-    task (:attr:`LevelResult.tasks`). ``max_episode_steps`` overrides the environment's time
-    limit.
+    The episodes run side by side, one environment each (the policy acts on all of them in
+    one batch), or with ``max_envs`` in consecutive groups of at most that many environments
+    (domains whose simulators are large, such as LIBERO's). Success is counted once per
+    episode (at termination or at the time limit), overall and per task
+    (:attr:`LevelResult.tasks`). ``max_episode_steps`` overrides the environment's time limit.
     """
     check_level(level)
+    if max_envs is not None and max_envs < 1:
+        raise ValueError(f"max_envs must be >= 1, got {max_envs}")
+    group = min(episodes, max_envs or episodes)
     envs = envs if envs is not None else []
-    while len(envs) < episodes:
+    while len(envs) < group:
         envs.append(make(domain, level).unwrapped)
     if max_episode_steps is not None:
         for env in envs:
             env.max_episode_steps = max_episode_steps
     plans = envs[0].suite.episodes(level, episodes, seed)
-    states = []
-    for env, plan in zip(envs, plans):
-        states.append(env.reset(options={"episode": plan})[0])
-    states_arr = np.stack(states)
-    active = np.ones(episodes, dtype=bool)
     success = np.zeros(episodes, dtype=bool)
     returns = np.zeros(episodes)
     lengths = np.zeros(episodes, dtype=int)
-    instructions = [p.instruction for p in plans]
-    while active.any():
-        idx = np.flatnonzero(active)
-        if isinstance(policy, ExpertPolicy):
-            actions = policy.act_in([envs[i] for i in idx])
-        else:
-            actions = np.asarray(policy.act(states_arr[idx], [instructions[i] for i in idx]))
-        for i, action in zip(idx, actions):
-            state, reward, terminated, truncated, info = envs[i].step(action)
-            states_arr[i] = state
-            returns[i] += reward
-            lengths[i] += 1
-            if terminated or truncated:
-                active[i] = False
-                success[i] = bool(info["is_success"])
+    for first in range(0, episodes, group):
+        chunk = slice(first, min(first + group, episodes))
+        _run_episodes(
+            policy, envs, plans[chunk], success[chunk], returns[chunk], lengths[chunk]
+        )
     k = int(success.sum())
     return LevelResult(
         level,
@@ -152,6 +148,39 @@ def evaluate_level(
         float(lengths.mean()),
         per_task(plans, success),
     )
+
+
+def _run_episodes(
+    policy: Any,
+    envs: list,
+    plans: Sequence[Any],
+    success: np.ndarray,
+    returns: np.ndarray,
+    lengths: np.ndarray,
+) -> None:
+    """Run ``plans`` side by side in the first ``len(plans)`` of ``envs``, writing each
+    episode's outcome into ``success``, ``returns`` and ``lengths`` (views, in plan order)."""
+    states = np.stack(
+        [env.reset(options={"episode": plan})[0] for env, plan in zip(envs, plans)]
+    )
+    if isinstance(policy, ExpertPolicy):
+        policy.start(envs[: len(plans)])
+    active = np.ones(len(plans), dtype=bool)
+    instructions = [p.instruction for p in plans]
+    while active.any():
+        idx = np.flatnonzero(active)
+        if isinstance(policy, ExpertPolicy):
+            actions = policy.act_in([envs[i] for i in idx])
+        else:
+            actions = np.asarray(policy.act(states[idx], [instructions[i] for i in idx]))
+        for i, action in zip(idx, actions):
+            state, reward, terminated, truncated, info = envs[i].step(action)
+            states[i] = state
+            returns[i] += reward
+            lengths[i] += 1
+            if terminated or truncated:
+                active[i] = False
+                success[i] = bool(info["is_success"])
 
 
 def level_metrics(
@@ -210,6 +239,9 @@ class SuccessRateEvaluation(L.Callback):
             renders nothing. Needs a ``TensorBoardLogger``; costs about 0.01 to 0.05 s per
             frame (Meta-World 0.1 s: its poses are fitted to the states).
         video_size: ``(height, width)`` of the rendered frames, before the caption.
+        max_envs: run each level's episodes in groups of at most this many environments
+            (default: all side by side); the videos then show the last group's episodes.
+            For simulators too large to hold one per episode (LIBERO: a few hundred MB each).
     """
 
     def __init__(
@@ -224,7 +256,11 @@ class SuccessRateEvaluation(L.Callback):
         max_episode_steps: int | None = None,
         video_episodes_per_level: int = 0,
         video_size: tuple[int, int] = (120, 160),
+        max_envs: int | None = None,
     ) -> None:
+        if max_envs is not None and max_envs < 1:
+            raise ValueError(f"max_envs must be >= 1, got {max_envs}")
+        self.max_envs = max_envs
         if video_episodes_per_level < 0:
             raise ValueError(
                 f"video_episodes_per_level must be >= 0, got {video_episodes_per_level}"
@@ -263,11 +299,19 @@ class SuccessRateEvaluation(L.Callback):
             envs = self._envs.setdefault(level, [])
             results.append(
                 evaluate_level(
-                    module, domain, level, episodes, self.seed, envs, self.max_episode_steps
+                    module,
+                    domain,
+                    level,
+                    episodes,
+                    self.seed,
+                    envs,
+                    self.max_episode_steps,
+                    self.max_envs,
                 )
             )
             if video_prefix is not None and self.video_episodes_per_level:
-                self._log_videos(trainer, domain, f"{video_prefix}/{level}", envs[:episodes])
+                last = (episodes - 1) % min(episodes, self.max_envs or episodes) + 1
+                self._log_videos(trainer, domain, f"{video_prefix}/{level}", envs[:last])
         return results
 
     def _log_videos(self, trainer: L.Trainer, domain: str, prefix: str, envs: list) -> None:
