@@ -119,9 +119,7 @@ def evaluate_level(
     (:attr:`LevelResult.tasks`). ``max_episode_steps`` overrides the environment's time limit.
     """
     check_level(level)
-    if max_envs is not None and max_envs < 1:
-        raise ValueError(f"max_envs must be >= 1, got {max_envs}")
-    group = min(episodes, max_envs or episodes)
+    group = group_size(episodes, max_envs)
     envs = envs if envs is not None else []
     while len(envs) < group:
         envs.append(make(domain, level).unwrapped)
@@ -148,6 +146,14 @@ def evaluate_level(
         float(lengths.mean()),
         per_task(plans, success),
     )
+
+
+def group_size(episodes: int, max_envs: int | None) -> int:
+    """Environments per group when :func:`evaluate_level` runs ``episodes`` at most
+    ``max_envs`` at a time (``None``: all side by side)."""
+    if max_envs is not None and max_envs < 1:
+        raise ValueError(f"max_envs must be >= 1, got {max_envs}")
+    return min(episodes, max_envs or episodes)
 
 
 def _run_episodes(
@@ -310,7 +316,8 @@ class SuccessRateEvaluation(L.Callback):
                 )
             )
             if video_prefix is not None and self.video_episodes_per_level:
-                last = (episodes - 1) % min(episodes, self.max_envs or episodes) + 1
+                # the environments of the last group hold its episodes
+                last = (episodes - 1) % group_size(episodes, self.max_envs) + 1
                 self._log_videos(trainer, domain, f"{video_prefix}/{level}", envs[:last])
         return results
 
