@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from imaginebench.data.collect import collect
+from imaginebench.data.dataset import Episode, RolloutDataset
 from imaginebench.imagination.confidence import EnsembleConfig, TransitionEnsemble, auroc
+from imaginebench.modules.dynamics import gaussian_nll
 
 SMALL = EnsembleConfig(members=4, hidden=(64, 64), max_steps=400, eval_every=50)
 
@@ -113,3 +116,62 @@ def test_score_files_checks_every_input_before_fitting(clevr, tmp_path, monkeypa
     with pytest.raises(ValueError, match="cannot be scored by an ensemble fitted on"):
         score_files([str(clevr_file), str(cheetah_file)], real=str(real), sources=["ensemble"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cheetah.h5", "clevr.h5", "real.h5"]
+
+
+def test_beta_nll_gives_the_means_the_squared_errors_gradients():
+    """``beta = 1``: the mean's gradient is the squared error's, whatever variance is
+    predicted; ``beta = 0`` (the Gaussian NLL) scales it down where the variance is large,
+    which lets a member explain a hard transition away instead of fitting it."""
+    target = torch.tensor([[1.0, -2.0, 0.5]])
+    logvar = torch.tensor([[0.0, 3.0, -2.0]])
+    for beta, scale in ((1.0, torch.ones(1, 3)), (0.0, torch.exp(-logvar))):
+        mean = torch.zeros(1, 3, requires_grad=True)
+        gaussian_nll(mean, logvar, target, beta).backward()
+        expected = 2 * (mean.detach() - target) * scale / target.numel()
+        torch.testing.assert_close(mean.grad, expected)
+    mean = torch.zeros(1, 3)
+    assert float(gaussian_nll(mean, logvar, target, 0.0)) == pytest.approx(
+        float(((target**2) * torch.exp(-logvar) + logvar).mean())
+    )
+    with pytest.raises(ValueError, match="nll_beta"):
+        EnsembleConfig(nll_beta=1.5)
+
+
+def _episode(states: np.ndarray, actions: np.ndarray) -> Episode:
+    return Episode(
+        states=states.astype(np.float32),
+        actions=actions.astype(np.float32),
+        rewards=np.zeros(len(actions), np.float32),
+        terminated=False,
+        truncated=True,
+        instruction="move",
+        task_spec='{"family": "toy"}',
+        level="train",
+        source="real",
+        success=False,
+    )
+
+
+def test_entries_the_real_data_never_moves_from_zero_stay_zero_in_predicted_states():
+    """Entry 0 moves with the action; entry 1 is an unused slot (zero, staying zero) in half
+    the episodes and moves in the others; entry 2 starts at zero and leaves it. Only entry 1
+    is kept at zero where it is zero: the members' mean change there is small but not zero,
+    and on Meta-World such a slot would count as a filled entity (measured: every imagined
+    candidate illegal before this rule)."""
+    rng = np.random.default_rng(0)
+    episodes = []
+    for i in range(40):
+        actions = rng.uniform(-1, 1, (10, 1))
+        steps = np.c_[actions[:, 0], (i % 2) * 0.5 * actions[:, 0], np.full(10, 0.3)]
+        start = np.array([[rng.uniform(-1, 1), (i % 2) * rng.uniform(0.5, 1), 0.0]])
+        episodes.append(_episode(np.cumsum(np.r_[start, steps], 0), actions))
+    spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
+    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
+    scorer = TransitionEnsemble.fit(
+        real, EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10)
+    )
+    assert scorer.zero_stays_zero.tolist() == [False, True, False]
+    states = np.array([[0.2, 0.0, 0.0], [0.2, 0.7, 0.0]], np.float32)
+    predicted = scorer.next_states(states, np.array([[0.5], [0.5]], np.float32))
+    assert predicted[0, 1] == 0.0  # an unused slot stays unused
+    assert predicted[1, 1] != 0.7 and predicted[:, 2].all()  # the others move as fitted

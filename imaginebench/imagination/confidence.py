@@ -116,6 +116,9 @@ class EnsembleConfig:
         eval_every: updates between hold-out evaluations.
         patience: evaluations without a 1 % improvement before stopping.
         holdout_fraction: share of the real transitions held out for model selection.
+        nll_beta: beta of the members' beta-NLL loss (0: Gaussian NLL; 1: the means learn
+            as with MSE, which discrete jumps such as a BabyAI pickup need; see
+            :func:`~imaginebench.modules.dynamics.fit_ensemble`).
         seed: seed of the members' initialisation, the hold-out split and the mini-batches.
     """
 
@@ -127,6 +130,7 @@ class EnsembleConfig:
     eval_every: int = 100
     patience: int = 5
     holdout_fraction: float = 0.2
+    nll_beta: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -135,6 +139,8 @@ class EnsembleConfig:
             raise ValueError(f"an ensemble needs members >= 2, got {self.members}")
         if self.max_steps < 1 or self.batch_size < 1 or self.eval_every < 1:
             raise ValueError("max_steps, batch_size and eval_every must be >= 1")
+        if not 0.0 <= self.nll_beta <= 1.0:
+            raise ValueError(f"nll_beta must be in [0, 1], got {self.nll_beta}")
 
 
 class TransitionEnsemble:
@@ -148,6 +154,9 @@ class TransitionEnsemble:
         action_spec: the data's action spec (discrete actions enter one-hot, continuous ones
             scaled to ``[-1, 1]``).
         metrics: what the fit reported (hold-out error, updates).
+        zero_stays_zero: ``(D,)`` bool, entries that never leave zero in the real data (a
+            Meta-World task's unused entity slots): :meth:`next_states` keeps them at zero
+            where they are zero, rather than adding the members' small non-zero mean change.
     """
 
     def __init__(
@@ -158,8 +167,14 @@ class TransitionEnsemble:
         change_std: Tensor,
         action_spec: Mapping[str, Any],
         metrics: dict[str, float] | None = None,
+        zero_stays_zero: Tensor | None = None,
     ) -> None:
         self.ensemble = ensemble.eval()
+        self.zero_stays_zero = (
+            torch.zeros(len(state_mean), dtype=torch.bool)
+            if zero_stays_zero is None
+            else torch.as_tensor(zero_stays_zero, dtype=torch.bool)
+        )
         self.state_mean, self.state_std, self.change_std = state_mean, state_std, change_std
         self.action_spec = dict(action_spec)
         self.metrics = dict(metrics or {})
@@ -195,7 +210,11 @@ class TransitionEnsemble:
                 for _ in range(config.members)
             ]
             ensemble = DynamicsEnsemble(trunks, real.state_dim)
-        scorer = cls(ensemble, state_mean, state_std, change_std, real.action_spec)
+        was_zero = state == 0
+        zero_stays_zero = was_zero.any(0) & ~(was_zero & (next_state != 0)).any(0)
+        scorer = cls(
+            ensemble, state_mean, state_std, change_std, real.action_spec, None, zero_stays_zero
+        )
         inputs = tuple(x[index] for x in scorer._inputs(real))
         target = (next_state - state) / change_std
         done = torch.as_tensor(real.terminals, dtype=torch.float32)[index]
@@ -211,6 +230,7 @@ class TransitionEnsemble:
             eval_every=config.eval_every,
             patience=config.patience,
             holdout_fraction=config.holdout_fraction,
+            nll_beta=config.nll_beta,
             progress=progress,
         )
         scorer.metrics = {
@@ -243,10 +263,12 @@ class TransitionEnsemble:
     def next_states(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """``(n, D)`` float32: the next state of each ``(state, action)`` pair, the state plus
         the members' mean predicted change (what ``imagine``'s ``state_model: ensemble`` feeds
-        the LM instead of its own state head's prediction)."""
+        the LM instead of its own state head's prediction); entries that the real data never
+        moves from zero stay zero."""
         state = torch.as_tensor(np.asarray(states, dtype=np.float32))
         inputs = self._features(state, torch.as_tensor(np.asarray(actions)))
         change = self.ensemble.means(*inputs).mean(0) * self.change_std
+        change[(state == 0) & self.zero_stays_zero] = 0.0
         return (state + change).numpy()
 
     @torch.no_grad()
