@@ -26,6 +26,7 @@ from imaginebench.modules.grounding.sequences import (
     ACTION_TARGET,
     STATE,
     STATE_TARGET,
+    TASK_KINDS,
     TOKEN_TARGET,
 )
 
@@ -1276,3 +1277,33 @@ def test_auto_precision_is_bfloat16_only_where_it_is_native(monkeypatch):
     assert resolve_precision("float32", avx2 | {"amx_bf16"}) == "float32"
     with pytest.raises(ValueError, match="precision must be"):
         resolve_precision("float16", avx2)
+
+
+def test_first_window_share_starts_that_share_of_generation_windows_at_the_reset(real_path):
+    """Imagination begins at an episode's first transition, where only the words tell the
+    task; ``first_window_share`` sends that share of generation references there and leaves
+    the other tasks, and the whole stream at 0, as they were."""
+    uniform = _datamodule(real_path, task_weights={"generation": 1.0, "dynamics": 1.0})
+    first = _datamodule(
+        real_path, task_weights={"generation": 1.0, "dynamics": 1.0}, first_window_share=0.5
+    )
+    for dm in (uniform, first):
+        dm.setup("fit")
+    plain = uniform.references(3, uniform.train_episodes, 4000)
+    refs = first.references(3, first.train_episodes, 4000)
+    assert torch.equal(refs["task"], plain["task"]) and torch.equal(
+        refs["episode"], plain["episode"]
+    )
+    generation = refs["task"] == TASK_KINDS.index("generation")
+    moved = refs["step"] != plain["step"]
+    assert not moved[~generation].any()  # dynamics keeps its transitions
+    at_start = (refs["step"][generation] == 0).float().mean()
+    baseline = (plain["step"][generation] == 0).float().mean()
+    assert 0.45 < float(at_start - baseline) / (1 - float(baseline)) < 0.55
+    zero = _datamodule(
+        real_path, task_weights={"generation": 1.0, "dynamics": 1.0}, first_window_share=0.0
+    )
+    zero.setup("fit")
+    assert torch.equal(zero.references(3, zero.train_episodes, 4000)["step"], plain["step"])
+    with pytest.raises(ValueError, match="first_window_share"):
+        _datamodule(real_path, first_window_share=1.5)

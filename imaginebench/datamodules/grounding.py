@@ -53,6 +53,12 @@ class GroundingDataModule(L.LightningDataModule):
         seed: seed of the batch stream and of the validation split.
         val_fraction: fraction of rollouts held out for validation.
         val_batches: number of fixed validation batches.
+        first_window_share: share of the generation sequences whose window starts at the
+            episode's first transition (the rest start uniformly). Imagination always begins
+            there, from a reset state where only the instruction tells the task; uniform windows
+            of 100-200-step episodes start there about once in 75-175 draws, so later windows,
+            whose states already show the task (a running cheetah's velocity), teach the LM to
+            ignore the words. 0 (default): uniform starts. Needs the module's ``window``.
     """
 
     def __init__(
@@ -66,6 +72,7 @@ class GroundingDataModule(L.LightningDataModule):
         seed: int = 0,
         val_fraction: float = 0.05,
         val_batches: int = 4,
+        first_window_share: float = 0.0,
     ) -> None:
         super().__init__()
         collect = as_config(collect, CollectConfig, "collect")
@@ -83,6 +90,9 @@ class GroundingDataModule(L.LightningDataModule):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not 0.0 <= val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        if not 0.0 <= first_window_share <= 1.0:
+            raise ValueError(f"first_window_share must be in [0, 1], got {first_window_share}")
+        self.first_window_share = first_window_share
         self.domain, self.real_path, self.collect = domain, real, collect
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.batch_size, self.seed = batch_size, seed
@@ -137,6 +147,10 @@ class GroundingDataModule(L.LightningDataModule):
         episode = episodes[torch.randint(len(episodes), (size,), generator=generator)]
         fraction = torch.rand(size, generator=generator, dtype=torch.float64)
         step_in_episode = (fraction * self.lengths[episode]).long()
+        if self.first_window_share > 0:  # drawn only then: the stream of 0 is unchanged
+            draw = torch.rand(size, generator=generator, dtype=torch.float64)
+            first = (draw < self.first_window_share) & (task == TASK_KINDS.index("generation"))
+            step_in_episode[first] = 0
         return {"task": task, "episode": episode, "step": step_in_episode}
 
     # -- loaders ------------------------------------------------------------------------------
