@@ -23,6 +23,8 @@ def test_collection_is_deterministic_and_successful():
     assert not np.array_equal(a.states[:10], c.states[:10])
     assert stats.episodes == 12 and stats.success_rate == 1.0 and stats.episodes_per_second > 0
     assert a.episode_success.all() and (a.episode_source == 0).all()
+    # the provenance says how to collect the same again
+    assert a.provenance["seed"] == 5 and a.provenance["epsilon"] == 0.0
     # rewards are the env's: the final transition of a successful episode carries the bonus
     last = a.episode_offsets[1:] - 1
     assert (a.rewards[last] > 5).all() and a.terminals[last].all()

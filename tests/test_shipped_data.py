@@ -61,7 +61,8 @@ def test_shipped_libero_real_data_is_what_its_command_collects():
         p["level"],
         2,
         seed=p["seed"],
-        epsilon=float(p["generator"].split("epsilon=")[1].rstrip(")")),
+        # files collected before provenance recorded epsilon name it only in the generator
+        epsilon=float(p.get("epsilon", p["generator"].split("epsilon=")[1].rstrip(")"))),
         paraphrases=p["paraphrases"],
         progress=False,
     )

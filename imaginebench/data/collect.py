@@ -197,6 +197,7 @@ def collect(
     action_spec = action_spec_of(env.action_space)
     provenance = default_provenance(
         generator=f"{type(expert).__name__}(epsilon={epsilon})",
+        epsilon=epsilon,
         seed=seed,
         paraphrases=paraphrases,
         level=level,
