@@ -47,8 +47,10 @@ def main() -> None:
     parser.add_argument("--rejudge", action="store_true", help="judge the datasets again")
     parser.add_argument("--out", default="docs/results/imagination_quality.md")
     args = parser.parse_args()
-    domains = args.domains or sorted(
-        d.name for d in SHIPPED_ROOT.iterdir() if (d / MANIFEST).is_file()
+    domains = args.domains or sorted(  # domains that ship imaginary data (LIBERO: real only)
+        d.name
+        for d in SHIPPED_ROOT.iterdir()
+        if (d / MANIFEST).is_file() and any(d.glob("imaginary_*.h5"))
     )
     lines = [
         "# Quality of the shipped imaginary datasets",
