@@ -2,8 +2,8 @@
 
 Fits ``TransitionEnsemble`` on a real file with each given setting, predicts the next state of
 every transition of a held-out real file (another seed or level), rounds it (BabyAI states are
-integers) and reports the share predicted exactly, the share legal, the legality rules broken,
-and the exact share per action. Behind ``nll_beta`` (docs/grounding.md#imagination-imaginebench-imagine).
+integers) and reports the share predicted exactly, the share legal, the legality rules broken
+(BabyAI) and the exact share per action. Behind ``nll_beta`` (docs/grounding.md#imagination-imaginebench-imagine).
 
     imaginebench collect --domain babyai --level rephrase --episodes 400 --seed 7 --epsilon 0.2 --out test.h5
     python benchmarks/ensemble_exactness.py --real ~/.cache/imaginebench/babyai_train_real_n5000_s0_e0.2_p20_x1.h5 \
@@ -21,6 +21,7 @@ import torch
 
 from imaginebench.data.format import load_dataset
 from imaginebench.envs import get_domain
+from imaginebench.envs.babyai.world import state_violations
 from imaginebench.imagination.confidence import EnsembleConfig, TransitionEnsemble
 
 
@@ -47,6 +48,13 @@ def main() -> None:
             f"{setting}: fit {time.perf_counter() - started:.0f} s, {scorer.metrics}; "
             f"exact {100 * exact.mean():.1f} %, legal {100 * legal.mean():.1f} %"
         )
+        if args.domain == "babyai":  # which rule the illegal predictions break
+            broken = {
+                rule: round(100 * float(bad.mean()), 1)
+                for rule, bad in state_violations(predicted).items()
+                if bad.any()
+            }
+            print(f"  predictions breaking each rule (%): {broken}")
         per_action = {
             int(a): round(100 * float(exact[actions == a].mean()), 1) for a in np.unique(actions)
         }

@@ -143,6 +143,13 @@ class EnsembleConfig:
             raise ValueError(f"nll_beta must be in [0, 1], got {self.nll_beta}")
 
 
+def entries_that_stay_zero(state: Tensor, next_state: Tensor) -> Tensor:
+    """``(D,)`` bool: the entries that are zero in some of the ``(n, D)`` states and never
+    leave zero in a transition (a Meta-World task's unused entity slots)."""
+    was_zero = state == 0
+    return was_zero.any(0) & ~(was_zero & (next_state != 0)).any(0)
+
+
 class TransitionEnsemble:
     """A dynamics ensemble fitted on real transitions that scores other transitions.
 
@@ -210,10 +217,13 @@ class TransitionEnsemble:
                 for _ in range(config.members)
             ]
             ensemble = DynamicsEnsemble(trunks, real.state_dim)
-        was_zero = state == 0
-        zero_stays_zero = was_zero.any(0) & ~(was_zero & (next_state != 0)).any(0)
         scorer = cls(
-            ensemble, state_mean, state_std, change_std, real.action_spec, None, zero_stays_zero
+            ensemble,
+            state_mean,
+            state_std,
+            change_std,
+            real.action_spec,
+            zero_stays_zero=entries_that_stay_zero(state, next_state),
         )
         inputs = tuple(x[index] for x in scorer._inputs(real))
         target = (next_state - state) / change_std
