@@ -1045,7 +1045,7 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     assert all(r.states.shape[1] == 10 and np.isfinite(r.states).all() for r in rollouts)
 
 
-@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld"])
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld", "libero"])
 def test_imagine_configs_parse(domain):
     from imaginebench.imagination import DecodingConfig
     from imaginebench.imagination.filters import FilterConfig
@@ -1075,17 +1075,19 @@ def test_lm_layers_keeps_the_first_pretrained_blocks():
         load_causal_lm("smollm2", layers=31)
 
 
-@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld"])
-def test_collect_config_is_shared_with_the_rl_configs(domain):
-    """The grounding fine-tune reads the same real data as the offline RL runs."""
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld", "libero"])
+def test_grounding_reads_the_real_data_of_the_rl_configs(domain):
+    """The grounding fine-tune reads the same real data as the offline RL runs: the same
+    collection config, or (LIBERO) the same shipped file."""
     grounding = yaml.safe_load((ROOT / "configs" / f"grounding_{domain}.yaml").read_text())
-    rl = load_config_file(ROOT / "configs" / f"bc_{domain}.yaml")
-    assert CollectConfig(**grounding["data"]["init_args"]["collect"]) == CollectConfig(
-        **rl["data"]["init_args"]["collect"]
-    )
+    data, rl = grounding["data"]["init_args"], load_config_file(ROOT / "configs" / f"bc_{domain}.yaml")
+    rl_data = rl["data"]["init_args"]
+    assert data.get("real") == rl_data.get("real")
+    if "collect" in data or "collect" in rl_data:
+        assert CollectConfig(**data["collect"]) == CollectConfig(**rl_data["collect"])
 
 
-@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld"])
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld", "libero"])
 def test_grounding_configs_name_real_arguments(domain):
     """Every setting of a grounding config is an argument of the class it configures (a typo
     such as ``pack_sequence`` would otherwise only fail an hour-long run's start)."""
@@ -1096,7 +1098,8 @@ def test_grounding_configs_name_real_arguments(domain):
         assert cfg[section]["class_path"].endswith(cls.__name__)
         accepted = inspect.signature(cls.__init__).parameters
         assert set(cfg[section]["init_args"]) <= set(accepted), section
-    CollectConfig(**cfg["data"]["init_args"]["collect"])
+    if "collect" in cfg["data"]["init_args"]:
+        CollectConfig(**cfg["data"]["init_args"]["collect"])
     LoraSettings(**cfg["model"]["init_args"]["lora"])
 
 
