@@ -179,7 +179,8 @@ def _relabel(args: argparse.Namespace) -> int:
 
     for name in args.paths:
         path = Path(name)
-        dataset, changed = relabel_success(load_dataset(path), args.reason)
+        before = load_dataset(path)
+        dataset, changed = relabel_success(before, args.reason, args.drop_unsuccessful)
         save_dataset(dataset, path, overwrite=True)
         report_path = path.with_suffix(".quality.json")
         if report_path.is_file():  # its consistency is the success flags': judge it again
@@ -189,7 +190,11 @@ def _relabel(args: argparse.Namespace) -> int:
             saved["quality"] = quality_report(dataset.domain, level, episodes).to_dict()
             saved.setdefault("provenance", {})["relabelled"] = dataset.provenance["relabelled"]
             write_text_atomically(report_path, json.dumps(saved, indent=2) + "\n")
-        print(f"{path}: {changed} of {len(dataset)} episodes relabelled")
+        dropped = len(before) - len(dataset)
+        print(
+            f"{path}: {changed} of {len(before)} episodes relabelled"
+            + (f", {dropped} dropped (no longer successful)" if args.drop_unsuccessful else "")
+        )
     return 0
 
 
@@ -496,11 +501,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "relabel",
         help="judge the episodes of dataset files again with the current success functions "
-        "(success, terminated/truncated; states, actions and rewards untouched), in place; "
+        "(success, terminated/truncated and rewards; states and actions untouched), in place; "
         "a quality report beside a file is recomputed",
     )
     p.add_argument("paths", nargs="+")
     p.add_argument("--reason", required=True, help="recorded in the provenance")
+    p.add_argument(
+        "--drop-unsuccessful",
+        action="store_true",
+        help="also remove the episodes that no longer satisfy their instruction (imagination's "
+        "own-success filter applied again)",
+    )
     p.set_defaults(func=_relabel)
 
     p = sub.add_parser(

@@ -7,7 +7,7 @@ import pytest
 import imaginebench  # noqa: F401  (registers the ids)
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.babyai.env import episode_rewards
-from imaginebench.envs.babyai.tasks import GoTo, Open, PickUp
+from imaginebench.envs.babyai.tasks import GoTo, Open, PickUp, PutNext
 from imaginebench.envs.babyai.world import (
     CLOSED,
     LOCKED,
@@ -178,6 +178,31 @@ def test_success_reward_shaping_and_termination():
     rewards = episode_rewards(task, np.stack(env.trajectory))
     np.testing.assert_allclose(rewards, [away, toward, closer, reward], rtol=1e-6)
     assert get_domain("babyai").episode_rewards is not None
+
+
+def test_put_next_succeeds_when_object_one_is_dropped_not_object_two():
+    """The env judges put-next against the episode's start: dropping the box (object 2) next
+    to the ball does not end the episode, dropping the ball next to the box does."""
+    env = make("babyai").unwrapped
+    task = PutNext("ball", "red", "box", "green")
+    start = layout(agent=(4, 5), ball=(2, 2))  # standing on the box at (4, 5)
+    env.reset(options={"task": task, "initial_state": start})
+    steps = [Action.PICKUP, U, U, L, L, Action.DROP]  # carry the box to (2, 3), east of the ball
+    for action in steps[:-1]:
+        assert not env.step(action)[2]
+    state, reward, terminated, _, info = env.step(steps[-1])
+    assert agent_of(state) == (2, 3) and tuple(state[4:6]) == (2, 3)  # the box beside the ball
+    assert not terminated and not info["is_success"]
+    assert episode_rewards(task, np.stack(env.trajectory))[-1] == pytest.approx(reward)
+    env.reset(options={"task": task, "initial_state": layout(agent=(2, 2), ball=(2, 2))})
+    for action in (Action.PICKUP, D, D, R):  # the ball from (2, 2) to (4, 3)
+        assert not env.step(action)[2]
+    _, reward, terminated, _, info = env.step(R)  # (4, 4): west of the box
+    assert not terminated
+    _, reward, terminated, _, info = env.step(Action.DROP)
+    assert terminated and info["is_success"] and reward == pytest.approx(1 - 0.9 * 6 / 128)
+    rewards = episode_rewards(task, np.stack(env.trajectory))
+    assert rewards[-1] == pytest.approx(reward)
 
 
 def test_time_limit_truncates_and_rewards_match_the_pure_function():

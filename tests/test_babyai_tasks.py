@@ -38,7 +38,8 @@ def state(
 
 
 def judge(task, *states):
-    return task.success(np.stack(states)).tolist()
+    """Each state judged as an episode of its own (its own initial state)."""
+    return task.success(np.stack(states)[:, None])[:, 0].tolist()
 
 
 def test_goto_objects_and_the_door_front():
@@ -87,6 +88,30 @@ def test_put_next_needs_four_adjacency_and_both_on_the_floor():
         state(ball=(4, 3)),  # two cells away
         state(ball=(3, 5), box=(1, 1), agent=(3, 4), carried="box"),
     ) == [True, True, False, False, False]
+
+
+def test_put_next_moves_object_one_carrying_object_two_over_does_not_count():
+    """BabyAI's verifier: object 1 is dropped next to object 2's initial cell. Moving object 2
+    next to object 1 makes the same final layout from another start, and fails."""
+    task = PutNext("ball", "red", "box", "green")
+    start = state(ball=(2, 2), box=(4, 5), agent=(3, 3))
+    ball_moved = state(ball=(4, 4), box=(4, 5), agent=(4, 4))  # west of the unmoved box
+    box_moved = state(ball=(2, 2), box=(2, 3), agent=(2, 3))  # the box dropped east of the ball
+    assert task.success(np.stack([start, ball_moved])).tolist() == [False, True]
+    assert task.success(np.stack([start, box_moved])).tolist() == [False, False]
+    # the same final layout from a start where the box already stood there: object 1 moved
+    assert task.success(np.stack([state(ball=(6, 6), box=(2, 3)), box_moved])).tolist() == [
+        False,
+        True,
+    ]
+    # moved away and back: the box at its initial cell again counts
+    back = state(ball=(4, 4), box=(4, 5), agent=(1, 1))
+    away = state(ball=(2, 2), box=(1, 1), agent=(1, 1))
+    assert task.success(np.stack([start, away, back])).tolist() == [False, False, True]
+    # batches of episodes judge each against its own start; progress agrees with success
+    episodes = np.stack([np.stack([start, ball_moved]), np.stack([start, box_moved])])
+    assert task.success(episodes).tolist() == [[False, True], [False, False]]
+    assert task.progress(episodes)[0, 1] == 0 and task.progress(episodes)[1, 1] < 0
 
 
 def test_open_go_and_open_pick_the_fixed_test():
@@ -264,8 +289,9 @@ def test_wordings_counts_canonical_first_and_rephrase_disjoint():
 
 
 def distance(task, *states):
-    """The heuristic distance ``-progress`` of each state (0 on success)."""
-    progress = task.progress(np.stack(states))
+    """The heuristic distance ``-progress`` of each state (0 on success), each state an episode
+    of its own."""
+    progress = task.progress(np.stack(states)[:, None])[:, 0]
     assert progress.dtype == np.float64
     return (-progress).tolist()
 

@@ -164,6 +164,85 @@ def test_relabel_judges_episodes_again_and_records_it(tmp_path, capsys):
     assert "imaginebench relabel" in manifest["files"][path.name]["command"]
 
 
+def test_relabel_can_drop_what_no_longer_succeeds_and_recomputes_rewards(tmp_path, capsys):
+    """BabyAI put-next judged by the verifier's rule (object 1 moved): an imagined episode that
+    carried object 2 over is relabelled unsuccessful and, with --drop-unsuccessful, removed;
+    the rest keep their states, success and the rewards the reward function gives them."""
+    from imaginebench.cli import main
+    from imaginebench.data.dataset import Episode, RolloutDataset
+    from imaginebench.data.shipped import _regenerate_command
+    from imaginebench.envs.babyai.env import episode_rewards
+    from imaginebench.envs.babyai.tasks import PutNext
+    from imaginebench.envs.babyai.world import compose_state
+
+    task = PutNext("ball", "red", "box", "green")
+
+    def layout(ball, box, agent, carried=None):
+        return compose_state(
+            ball=("red", *ball),
+            box=("green", *box),
+            key=("blue", 5, 2),
+            door=("purple", 3, 1),
+            agent=agent,
+            carried=carried,
+        )
+
+    moved_ball = np.stack(
+        [
+            layout((2, 2), (4, 5), (2, 2)),
+            layout((2, 2), (4, 5), (2, 2), "ball"),
+            layout((0, 0), (4, 5), (4, 4), "ball"),
+            layout((4, 4), (4, 5), (4, 4)),
+        ]
+    )
+    moved_box = np.stack(
+        [
+            layout((2, 2), (4, 5), (4, 5)),
+            layout((2, 2), (0, 0), (4, 5), "box"),
+            layout((2, 2), (0, 0), (2, 3), "box"),
+            layout((2, 2), (2, 3), (2, 3)),
+        ]
+    )
+    episodes = [
+        Episode(
+            states=s.astype(np.float32),
+            actions=np.array(a),
+            rewards=np.ones(3, np.float32),
+            terminated=True,
+            truncated=False,
+            instruction="put the red ball next to the green box",
+            task_spec=task.spec(),
+            level="rephrase",
+            source="imaginary",
+            success=True,
+        )
+        for s, a in ((moved_ball, [3, 6, 4]), (moved_box, [3, 2, 4]))
+    ]
+    path = tmp_path / "imaginary_rephrase.h5"
+    save_dataset(
+        RolloutDataset.from_episodes(
+            episodes,
+            domain="babyai",
+            action_spec={"type": "discrete", "n": 7},
+            provenance={"level": "rephrase"},
+        ),
+        path,
+    )
+    args = ["relabel", str(path), "--reason", "put-next", "--drop-unsuccessful"]
+    assert main(args) == 0
+    assert "1 of 2 episodes relabelled, 1 dropped" in capsys.readouterr().out
+    fixed = load_dataset(path)
+    assert len(fixed) == 1 and fixed.episode(0).success
+    np.testing.assert_array_equal(fixed.episode(0).states, moved_ball.astype(np.float32))
+    np.testing.assert_allclose(fixed.episode(0).rewards, episode_rewards(task, moved_ball))
+    assert fixed.provenance["relabelled"][-1]["dropped_unsuccessful"] == 1
+    provenance = {"level": "rephrase", "rollouts_requested": 2, "seed": 0, **fixed.provenance}
+    command = _regenerate_command(provenance, "babyai", path.name)
+    assert command.endswith(
+        'relabel imaginebench/datasets/babyai/imaginary_rephrase.h5 --reason "put-next" --drop-unsuccessful'
+    )
+
+
 def test_the_regeneration_command_names_the_checkpoint_and_the_state_model():
     """A manifest's command reproduces the file: the adapter checkpoint it was imagined with,
     and the state model when it was not the LM's own head."""

@@ -52,6 +52,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
     command += f"--out {out} --overwrite true"
     for step in provenance.get("relabelled", []):
         command += f" && imaginebench relabel {out} --reason {json.dumps(step['reason'])}"
+        if "dropped_unsuccessful" in step:
+            command += " --drop-unsuccessful"
     return command
 
 

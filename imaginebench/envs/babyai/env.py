@@ -103,7 +103,7 @@ class BabyAIEnv(InstructionEnv):
 
     def _distance(self, state: np.ndarray) -> float:
         assert self.task is not None
-        return float(-self.task.progress(state[None])[0])
+        return float(-self.task.progress(np.stack([self.trajectory[0], state]))[-1])
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.task is None or self.world is None:
@@ -113,7 +113,7 @@ class BabyAIEnv(InstructionEnv):
         self.world.step(int(action))
         state = self.world.state()
         self.trajectory.append(state)
-        success = bool(self.task.success(state[None])[0])
+        success = bool(self.task.success(np.stack([self.trajectory[0], state]))[-1])
         d_next = self._distance(state)
         steps = len(self.trajectory) - 1
         reward = float(shaped_rewards(self._d_start, self._d_prev, d_next, success, steps))

@@ -126,18 +126,28 @@ def nearest_object(s: np.ndarray, origin: np.ndarray) -> np.ndarray:
 
 
 class BabyAITask(Task):
-    """Shared plumbing: integer conversion, ``progress = -distance``, zero distance on success."""
+    """Shared plumbing: integer conversion, ``progress = -distance``, zero distance on success.
+
+    ``success`` and ``progress`` take trajectories ``(..., T, 17)`` (index 0 = the initial
+    state), as every task's do; most families judge each state alone (:meth:`holds`), put-next
+    also needs the initial state (:meth:`holds_from`)."""
 
     def success(self, states: np.ndarray) -> np.ndarray:
-        return self.holds(as_int(states))
+        s = as_int(states)
+        return self.holds_from(s, s[..., :1, :])
 
     def progress(self, states: np.ndarray) -> np.ndarray:
         s = as_int(states)
-        return -np.where(self.holds(s), 0, self.distance(s)).astype(np.float64)
+        return -np.where(self.holds_from(s, s[..., :1, :]), 0, self.distance(s)).astype(np.float64)
 
     def holds(self, s: np.ndarray) -> np.ndarray:
         """``(...)`` bool success test on integer states ``(..., 17)``."""
         raise NotImplementedError
+
+    def holds_from(self, s: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """``(..., T)`` success of integer states ``(..., T, 17)`` of an episode that began at
+        ``start`` ``(..., 1, 17)``; the families whose test needs no history use :meth:`holds`."""
+        return self.holds(s)
 
     def distance(self, s: np.ndarray) -> np.ndarray:
         """``(...)`` heuristic distance to success on integer states."""
@@ -250,7 +260,10 @@ class PickUp(BabyAITask):
 
 @dataclass(frozen=True)
 class PutNext(BabyAITask):
-    """Put object 1 on a cell 4-adjacent to object 2, both on the floor."""
+    """Put object 1 on a cell 4-adjacent to object 2, both on the floor, object 2 where the
+    episode started it: object 1 is the one moved, as in BabyAI's own verifier (minigrid's
+    ``PutNextInstr`` succeeds when object 1 is dropped next to object 2's initial cell).
+    Carrying object 2 to object 1 does not count."""
 
     obj1: str
     colour1: str
@@ -275,6 +288,10 @@ class PutNext(BabyAITask):
             & (colour_of(s, a) == colour_index(self.colour1))
             & (colour_of(s, b) == colour_index(self.colour2))
         )
+
+    def holds_from(self, s: np.ndarray, start: np.ndarray) -> np.ndarray:
+        unmoved = (floor_pos(s, self.obj2) == floor_pos(start, self.obj2)).all(axis=-1)
+        return self.holds(s) & unmoved
 
     def distance(self, s: np.ndarray) -> np.ndarray:
         p1, p2, me = floor_pos(s, self.obj1), floor_pos(s, self.obj2), agent(s)
