@@ -215,9 +215,11 @@ def tiny_benchmark(tmp_path_factory) -> Path:
     return folder
 
 
-def _benchmark(folder: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def _benchmark(
+    folder: Path, *args: str, config: str = "bench.yaml", timeout: float = 600
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "imaginebench.cli", "benchmark", "-c", "bench.yaml"]
+    command = [sys.executable, "-m", "imaginebench.cli", "benchmark", "-c", config]
     return subprocess.run(
         [*command, "--quiet", *args],
         check=False,
@@ -283,10 +285,19 @@ def test_a_killed_benchmark_takes_its_runs_along_and_resumes_them(tiny_benchmark
     bench.update(variants=["real"], seeds=[3], out=str(tmp_path / "out"))
     # a checkpoint every 8 updates: the kill comes right after the first, 192 updates before the end
     bench["overrides"] = ["--trainer.max_steps=200"]
-    (tiny_benchmark / "bench.yaml").write_text(yaml.safe_dump(bench))
+    # its own grid file: the module's bench.yaml stays as the other tests expect it, in any order
+    (tiny_benchmark / "killed.yaml").write_text(yaml.safe_dump(bench))
     run = tmp_path / "out" / "runs" / "bc" / "real" / "seed3"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "imaginebench.cli", "benchmark", "-c", "bench.yaml", "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "imaginebench.cli",
+        "benchmark",
+        "-c",
+        "killed.yaml",
+        "--quiet",
+    ]
     parent = subprocess.Popen(command, cwd=tiny_benchmark, env=env, stdout=subprocess.DEVNULL)
     try:
         deadline = time.time() + 300
@@ -304,7 +315,7 @@ def test_a_killed_benchmark_takes_its_runs_along_and_resumes_them(tiny_benchmark
         if parent.poll() is None:
             parent.kill()
     assert not (run / "done.json").exists()
-    resumed = _benchmark(tiny_benchmark)
+    resumed = _benchmark(tiny_benchmark, config="killed.yaml")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "0 finished (skipped), 1 to resume, 0 to start" in resumed.stdout
     done = json.loads((run / "done.json").read_text())

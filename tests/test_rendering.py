@@ -131,7 +131,8 @@ def test_render_command_writes_one_gif_frame_per_state(tmp_path, capsys):
 
 
 def test_every_keeps_those_frames_and_the_last():
-    episode = load_dataset(resolve_data_path(SHIPPED)).episode(3)  # 6 states
+    dataset = load_dataset(resolve_data_path(SHIPPED))
+    episode = dataset.episode(int(np.flatnonzero(dataset.episode_lengths() == 5)[0]))  # 6 states
     task = Task.from_spec(episode.task_spec)
     with make_renderer("babyai", 32, 32) as renderer:
         every = render_rollout(renderer, task, episode.instruction, episode.states, every=2)
