@@ -1080,7 +1080,10 @@ def test_grounding_reads_the_real_data_of_the_rl_configs(domain):
     """The grounding fine-tune reads the same real data as the offline RL runs: the same
     collection config, or (LIBERO) the same shipped file."""
     grounding = yaml.safe_load((ROOT / "configs" / f"grounding_{domain}.yaml").read_text())
-    data, rl = grounding["data"]["init_args"], load_config_file(ROOT / "configs" / f"bc_{domain}.yaml")
+    data, rl = (
+        grounding["data"]["init_args"],
+        load_config_file(ROOT / "configs" / f"bc_{domain}.yaml"),
+    )
     rl_data = rl["data"]["init_args"]
     assert data.get("real") == rl_data.get("real")
     if "collect" in data or "collect" in rl_data:
@@ -1310,3 +1313,85 @@ def test_first_window_share_starts_that_share_of_generation_windows_at_the_reset
     assert torch.equal(zero.references(3, zero.train_episodes, 4000)["step"], plain["step"])
     with pytest.raises(ValueError, match="first_window_share"):
         _datamodule(real_path, first_window_share=1.5)
+
+
+def test_coverage_rounds_imagine_the_tasks_no_kept_rollout_covers(tmp_path):
+    """With ``coverage_rounds`` the level's tasks missing from the kept rollouts get fresh
+    episodes of their own; without it the file covers only what the first draw held."""
+    from imaginebench.imagination.run import imagine_level
+
+    dm = _real_datamodule(tmp_path, "clevr", 30)
+    ckpt = _fitted_checkpoint(tmp_path, dm)
+    tasks = [t.spec() for t in get_domain("clevr").make_suite().tasks("easy")]  # 30 tasks
+
+    def imagine(name, **filters):
+        dataset, _ = imagine_level(
+            "easy",
+            str(ckpt),
+            str(tmp_path / name),
+            rollouts=3,
+            horizon=2,
+            progress=False,
+            filters=filters,
+        )
+        return dataset, {dataset.episode(i).task_spec for i in range(len(dataset))}
+
+    plain, covered = imagine("plain.h5")
+    assert len(plain) == 3 and len(covered) <= 3
+    assert plain.provenance["coverage"] == {
+        "tasks": 30,
+        "covered_first_round": len(covered),
+        "rounds": 0,
+        "covered": len(covered),
+    }
+    # one round gives every missing task 2 episodes; a second round is not needed
+    full, all_covered = imagine("full.h5", coverage_rounds=2, coverage_episodes=2)
+    assert all_covered == set(tasks)
+    assert len(full) == 3 + 2 * (30 - len(covered))
+    assert full.provenance["coverage"] == {
+        "tasks": 30,
+        "covered_first_round": len(covered),
+        "rounds": 1,
+        "covered": 30,
+    }
+    assert full.provenance["filtered"]["candidates"] == len(full)
+    # the first round's episodes are the plain file's
+    np.testing.assert_array_equal(full.episode(0).states[0], plain.episode(0).states[0])
+
+
+def test_episodes_of_given_tasks_are_seeded_apart_from_the_level_draw():
+    suite = get_domain("babyai").make_suite()
+    tasks = list(suite.tasks("rephrase"))[:3]
+    drawn = suite.episodes_of("rephrase", tasks, 2, seed=0, draw=1)
+    assert [e.task.spec() for e in drawn] == [t.spec() for t in tasks for _ in range(2)]
+    for episode in drawn:
+        assert episode.level == "rephrase"
+        assert episode.instruction in episode.task.instructions("rephrase")
+        assert not episode.task.success(episode.initial_state[None])[0]
+    again = suite.episodes_of("rephrase", tasks, 2, seed=0, draw=1)
+    other = suite.episodes_of("rephrase", tasks, 2, seed=0, draw=2)
+    starts = [np.stack([e.initial_state for e in x]) for x in (drawn, again, other)]
+    np.testing.assert_array_equal(starts[0], starts[1])
+    assert not np.array_equal(starts[0], starts[2])
+    with pytest.raises(ValueError, match="draw must be >= 1"):
+        suite.episodes_of("rephrase", tasks, 1, seed=0, draw=0)
+
+
+def test_filter_counts_add_up_and_coverage_settings_are_checked():
+    from imaginebench.imagination.filters import FilterConfig, FilterCounts
+
+    total = FilterCounts(candidates=4, illegal=1, episodes_kept=2) + FilterCounts(
+        candidates=2, unsuccessful=2, episodes_dropped=1, redrawn_actions=5
+    )
+    assert total == FilterCounts(
+        candidates=6,
+        illegal=1,
+        unsuccessful=2,
+        episodes_kept=2,
+        episodes_dropped=1,
+        redrawn_actions=5,
+    )
+    with pytest.raises(ValueError, match="coverage_rounds"):
+        FilterConfig(coverage_rounds=-1)
+    with pytest.raises(ValueError, match="coverage_episodes"):
+        FilterConfig(coverage_episodes=0)

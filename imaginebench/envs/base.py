@@ -220,6 +220,21 @@ class TaskSuite(ABC):
         rng = np.random.default_rng([seed, LEVELS.index(check_level(level)), SPLITS.index(split)])
         return [self.sample_episode(level, rng) for _ in range(n)]
 
+    def episodes_of(
+        self, level: Level, tasks: Sequence[Task], n_each: int, seed: int, draw: int
+    ) -> list[EpisodeSpec]:
+        """``n_each`` episodes of each of ``tasks`` (a wording of ``level`` and an initial state
+        drawn for each), from a stream of the data split numbered ``draw >= 1``, apart from
+        :meth:`episodes`' (``draw`` 0) and from every other draw's."""
+        if draw < 1:
+            raise ValueError(f"draw must be >= 1 (0 is the stream of episodes()), got {draw}")
+        rng = np.random.default_rng(
+            [seed, LEVELS.index(check_level(level)), SPLITS.index("data"), draw]
+        )
+        return [
+            self.plan_episode(level, {"task": task}, rng) for task in tasks for _ in range(n_each)
+        ]
+
 
 class InstructionEnv(gym.Env):
     """Base of the domains' gymnasium envs: the observation is the raw state, the instruction

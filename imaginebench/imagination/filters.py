@@ -16,7 +16,11 @@ Steps, in the order a candidate rollout meets them:
 3. **success** (``require_success``): a rollout is kept only if its imagined states satisfy
    its own instruction;
 4. **best of N** (``best_of``): N sampled candidates per episode; the kept one is the most
-   likely under the LM among those the other steps keep.
+   likely under the LM among those the other steps keep;
+5. **coverage** (``coverage_rounds``): the level's tasks that no kept rollout imagines get
+   ``coverage_episodes`` fresh episodes each (new starts and wordings) and are imagined again,
+   for up to that many extra rounds, so the file is not limited to the tasks the LM plans right
+   at its first try; what counts as covered is the other steps' verdict, never the simulator's.
 
 The counts of rollouts each step removed go into the dataset's provenance and quality report.
 """
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from imaginebench.config import as_config
+from imaginebench.envs.base import Task
 from imaginebench.imagination.decoder import ImaginedRollout
 
 
@@ -47,6 +52,8 @@ class FilterConfig:
             to this many times (needs ``reject_illegal`` and sampled discrete actions).
         require_success: keep only rollouts that satisfy their own instruction.
         best_of: sampled candidates per episode (``> 1`` needs sampled decoding).
+        coverage_rounds: extra rounds for the level's tasks that no kept rollout covers yet.
+        coverage_episodes: episodes per uncovered task in each of those rounds.
     """
 
     horizon_quantile: float | None = None
@@ -55,6 +62,8 @@ class FilterConfig:
     illegal_retries: int = 0
     require_success: bool = False
     best_of: int = 1
+    coverage_rounds: int = 0
+    coverage_episodes: int = 1
 
     def __post_init__(self) -> None:
         if self.horizon_quantile is not None and not 0.0 < self.horizon_quantile <= 1.0:
@@ -67,6 +76,10 @@ class FilterConfig:
             raise ValueError("illegal_retries redraws illegal steps: set reject_illegal too")
         if self.best_of < 1:
             raise ValueError(f"best_of must be >= 1, got {self.best_of}")
+        if self.coverage_rounds < 0:
+            raise ValueError(f"coverage_rounds must be >= 0, got {self.coverage_rounds}")
+        if self.coverage_episodes < 1:
+            raise ValueError(f"coverage_episodes must be >= 1, got {self.coverage_episodes}")
 
 
 @dataclass
@@ -87,6 +100,11 @@ class FilterCounts:
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
+    def __add__(self, other: FilterCounts) -> FilterCounts:
+        """The counts of two batches of candidates together."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        return FilterCounts(**{key: mine[key] + theirs[key] for key in mine})
+
 
 def real_horizon(
     lengths: np.ndarray, success: np.ndarray, quantile: float, scale: float, limit: int
@@ -96,6 +114,12 @@ def real_horizon(
     if len(successful) == 0:
         raise ValueError("the real data has no successful episode to take a horizon from")
     return int(min(limit, max(1, math.ceil(scale * np.quantile(successful, quantile)))))
+
+
+def uncovered_tasks(tasks: Sequence[Task], kept: Sequence[ImaginedRollout]) -> list[Task]:
+    """The tasks (in the level's order) that no kept rollout imagines."""
+    covered = {rollout.spec.task.spec() for rollout in kept}
+    return [task for task in tasks if task.spec() not in covered]
 
 
 def select(

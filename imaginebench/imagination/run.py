@@ -38,7 +38,12 @@ from imaginebench.imagination.confidence import (
     likelihood_confidence,
 )
 from imaginebench.imagination.decoder import DecodingConfig, Imaginer, to_episode
-from imaginebench.imagination.filters import FilterConfig, real_horizon, select
+from imaginebench.imagination.filters import (
+    FilterConfig,
+    real_horizon,
+    select,
+    uncovered_tasks,
+)
 from imaginebench.imagination.quality import QualityReport, format_table, quality_report
 from imaginebench.imagination.score import fit_ensemble_on, with_confidence
 
@@ -130,7 +135,8 @@ def imagine_level(
             f"{env.observation_space.shape[0]}"
         )
     spec = get_domain(domain)
-    specs = spec.make_suite().episodes(level, rollouts, seed, split="data")
+    suite = spec.make_suite()
+    specs = suite.episodes(level, rollouts, seed, split="data")
     candidates = [s for s in specs for _ in range(filters.best_of)]
     scorer = how = None
     if needs_ensemble:
@@ -148,8 +154,25 @@ def imagine_level(
         dynamics=scorer.next_states if state_model == "ensemble" else None,
     )
     imagined = imaginer.imagine(candidates, horizon, progress=progress)
-    seconds = time.perf_counter() - started
     kept, counts = select(imagined, filters)
+    tasks = suite.tasks(level)
+    coverage = {"tasks": len(tasks), "covered_first_round": _covered(tasks, kept), "rounds": 0}
+    for draw in range(1, filters.coverage_rounds + 1):
+        missing = uncovered_tasks(tasks, kept)
+        if not missing:
+            break
+        extra = suite.episodes_of(level, missing, filters.coverage_episodes, seed, draw)
+        log.info("coverage round %d: %d tasks without a kept rollout", draw, len(missing))
+        more = imaginer.imagine(
+            [episode for episode in extra for _ in range(filters.best_of)],
+            horizon,
+            progress=progress,
+        )
+        more_kept, more_counts = select(more, filters)
+        kept, counts = kept + more_kept, counts + more_counts
+        coverage["rounds"] = draw
+    coverage["covered"] = _covered(tasks, kept)
+    seconds = time.perf_counter() - started
     has_likelihood = module.model.has_likelihood
     episodes = [
         to_episode(
@@ -173,6 +196,7 @@ def imagine_level(
         "diverged_dropped": counts.diverged,
         "filters": asdict(filters),
         "filtered": counts.to_dict(),
+        "coverage": coverage,
         "horizon": horizon,
         "decoding": {
             "strategy": decoding.strategy,
@@ -205,6 +229,11 @@ def imagine_level(
     write_text_atomically(report_path, _report_json(report, provenance))
     log.info("imagined %d rollouts in %.1f s -> %s", len(imagined), seconds, path)
     return dataset, report
+
+
+def _covered(tasks: list, kept: list) -> int:
+    """How many of the level's tasks some kept rollout imagines."""
+    return len(tasks) - len(uncovered_tasks(tasks, kept))
 
 
 def _real_data_path(checkpoint: str) -> Path:
@@ -252,5 +281,10 @@ def main(argv: list[str]) -> int:
     redrawn = removed.pop("redrawn_actions")
     print("filters removed (candidates): " + ", ".join(f"{k} {v}" for k, v in removed.items()))
     print(f"actions redrawn after an illegal imagined state: {redrawn}")
+    covered = dataset.provenance["coverage"]
+    print(
+        f"tasks imagined: {covered['covered']} of the level's {covered['tasks']} "
+        f"({covered['covered_first_round']} before coverage rounds; {covered['rounds']} run)"
+    )
     print(format_table([report]))
     return 0
