@@ -9,7 +9,7 @@ import pytest
 
 from imaginebench.data.collect import CollectConfig
 from imaginebench.datamodules import GroundingDataModule, RealImaginaryDataModule
-from imaginebench.experts.online_sac import OnlineSACConfig, make_agent, train_online_sac
+from imaginebench.experts.online_sac import make_agent, train_online_sac
 from imaginebench.imagination.decoder import DecodingConfig, Imaginer
 from imaginebench.imagination.filters import FilterConfig, select
 from imaginebench.imagination.run import imagine_level

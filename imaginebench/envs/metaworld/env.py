@@ -38,7 +38,7 @@ def episode_rewards(task: Task, states: np.ndarray, actions: np.ndarray) -> np.n
     if not isinstance(task, MetaWorldTask):
         raise TypeError(f"not a Meta-World task: {task!r}")
     s = check_states(states)
-    a = check_rollout_actions(s, actions, ACTION_DIM)
+    check_rollout_actions(s, actions, ACTION_DIM)
     shaped = np.diff(task.dense_reward(s), axis=-1)
     return np.where(task.success(s)[..., 1:], SUCCESS_REWARD, shaped).astype(np.float32)
 
