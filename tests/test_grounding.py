@@ -896,6 +896,15 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "episodes_dropped": 1,
         "redrawn_actions": 4,
     }
+    # ranked by length instead: both passing candidates take 1 step (a tie: the more likely),
+    # then the more likely one takes 3
+    shortest = dataclasses.replace(config, best_by="shortest")
+    assert [r.log_likelihood for r in select(candidates, shortest)[0]] == [-2.0]
+    candidates[2] = dataclasses.replace(candidates[2], actions=np.zeros(3))
+    assert [r.log_likelihood for r in select(candidates, shortest)[0]] == [-3.0]
+    assert [r.log_likelihood for r in select(candidates, config)[0]] == [-2.0]
+    with pytest.raises(ValueError, match="best_by"):
+        FilterConfig(best_by="longest")
     kept, counts = select(candidates, FilterConfig())  # no filter: only divergence drops
     assert len(kept) == 5 and counts.diverged == 1
     with pytest.raises(ValueError, match="best_of"):

@@ -15,8 +15,10 @@ Steps, in the order a candidate rollout meets them:
    redrawn from the LM up to that many times (rules judge each draw; nothing is repaired);
 3. **success** (``require_success``): a rollout is kept only if its imagined states satisfy
    its own instruction;
-4. **best of N** (``best_of``): N sampled candidates per episode; the kept one is the most
-   likely under the LM among those the other steps keep;
+4. **best of N** (``best_of``, ``best_by``): N sampled candidates per episode; the kept one,
+   among those the other steps keep, is the most likely under the LM (``likelihood``) or the
+   one whose imagined states reach the goal in the fewest steps (``shortest``; ties by
+   likelihood);
 5. **coverage** (``coverage_rounds``): the level's tasks that no kept rollout imagines get
    ``coverage_episodes`` fresh episodes each (new starts and wordings) and are imagined again,
    for up to that many extra rounds, so the file is not limited to the tasks the LM plans right
@@ -30,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -52,6 +54,9 @@ class FilterConfig:
             to this many times (needs ``reject_illegal`` and sampled discrete actions).
         require_success: keep only rollouts that satisfy their own instruction.
         best_of: sampled candidates per episode (``> 1`` needs sampled decoding).
+        best_by: which passing candidate is kept: the most likely under the LM
+            (``likelihood``) or the shortest, i.e. the one that reaches its goal soonest
+            (``shortest``, ties by likelihood).
         coverage_rounds: extra rounds for the level's tasks that no kept rollout covers yet.
         coverage_episodes: episodes per uncovered task in each of those rounds.
     """
@@ -62,6 +67,7 @@ class FilterConfig:
     illegal_retries: int = 0
     require_success: bool = False
     best_of: int = 1
+    best_by: Literal["likelihood", "shortest"] = "likelihood"
     coverage_rounds: int = 0
     coverage_episodes: int = 1
 
@@ -76,6 +82,8 @@ class FilterConfig:
             raise ValueError("illegal_retries redraws illegal steps: set reject_illegal too")
         if self.best_of < 1:
             raise ValueError(f"best_of must be >= 1, got {self.best_of}")
+        if self.best_by not in ("likelihood", "shortest"):
+            raise ValueError(f"best_by must be 'likelihood' or 'shortest', got {self.best_by!r}")
         if self.coverage_rounds < 0:
             raise ValueError(f"coverage_rounds must be >= 0, got {self.coverage_rounds}")
         if self.coverage_episodes < 1:
@@ -126,8 +134,8 @@ def select(
     candidates: Sequence[ImaginedRollout], config: FilterConfig | Mapping[str, Any]
 ) -> tuple[list[ImaginedRollout], FilterCounts]:
     """Keep at most one rollout per group of ``config.best_of`` consecutive candidates (one
-    episode): the most likely one that is finite, legal (if required) and successful (if
-    required)."""
+    episode): among those that are finite, legal (if required) and successful (if required),
+    the best by ``config.best_by``; the others that pass count as ``less_likely``."""
     config = as_config(config, FilterConfig, "config")
     best_of = config.best_of
     if len(candidates) % best_of:
@@ -136,6 +144,7 @@ def select(
         candidates=len(candidates), redrawn_actions=sum(r.redrawn for r in candidates)
     )
     kept: list[ImaginedRollout] = []
+    key = _likelihood if config.best_by == "likelihood" else _shortest
     for first in range(0, len(candidates), best_of):
         passing = []
         for rollout in candidates[first : first + best_of]:
@@ -148,9 +157,17 @@ def select(
             else:
                 passing.append(rollout)
         if passing:
-            kept.append(max(passing, key=lambda r: r.log_likelihood))
+            kept.append(max(passing, key=key))
             counts.less_likely += len(passing) - 1
             counts.episodes_kept += 1
         else:
             counts.episodes_dropped += 1
     return kept, counts
+
+
+def _likelihood(rollout: ImaginedRollout) -> float:
+    return rollout.log_likelihood
+
+
+def _shortest(rollout: ImaginedRollout) -> tuple[int, float]:
+    return -len(rollout.actions), rollout.log_likelihood
