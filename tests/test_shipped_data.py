@@ -258,6 +258,23 @@ def test_the_regeneration_command_names_the_checkpoint_and_the_state_model():
     }
     command = _regenerate_command(provenance, "clevr", "imaginary_hard.h5")
     assert "--checkpoint runs/grounding_clevr/checkpoints/best.ckpt " in command
+    assert "--filters" not in command and "--ensemble" not in command  # none recorded
+    # the filters and the ensemble's settings the file was made with, whatever the config says
+    filters = {"best_of": 4, "coverage_rounds": 3, "require_success": True}
+    settings = {"nll_beta": 1.0, "hidden": [256, 256, 256]}
+    exact = _regenerate_command(
+        {
+            **provenance,
+            "filters": filters,
+            "state_model": {"ensemble": {"ensemble": settings, "real": "r.h5"}},
+        },
+        "clevr",
+        "imaginary_hard.h5",
+    )
+    recorded = json.loads(exact.split("--filters '")[1].split("'")[0])
+    assert {k: recorded[k] for k in filters} == filters
+    assert recorded["best_by"] == "likelihood"  # not recorded: the default, not the config's
+    assert f"--ensemble '{json.dumps(settings, sort_keys=True)}' " in exact
     assert "--state_model ensemble " in command
     assert command.endswith("--out imaginebench/datasets/clevr/imaginary_hard.h5 --overwrite true")
     assert "--state_model" not in _regenerate_command(

@@ -47,8 +47,18 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
     )
     if provenance.get("adapter_checkpoint"):
         command += f"--checkpoint {provenance['adapter_checkpoint']} "
+    if provenance.get("filters"):  # exactly the file's (every field), whatever the config says
+        from dataclasses import asdict
+
+        from imaginebench.imagination.filters import FilterConfig
+
+        filters = asdict(FilterConfig(**provenance["filters"]))  # steps added since: defaults
+        command += f"--filters '{json.dumps(filters, sort_keys=True)}' "
     if isinstance(provenance.get("state_model"), dict):  # a model other than the LM's head
-        command += f"--state_model {next(iter(provenance['state_model']))} "
+        name, fitted = next(iter(provenance["state_model"].items()))
+        command += f"--state_model {name} "
+        if isinstance(fitted, dict) and isinstance(fitted.get(name), dict):  # its settings
+            command += f"--{name} '{json.dumps(fitted[name], sort_keys=True)}' "
     command += f"--out {out} --overwrite true"
     for step in provenance.get("relabelled", []):
         command += f" && imaginebench relabel {out} --reason {json.dumps(step['reason'])}"
