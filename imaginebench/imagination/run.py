@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 # Grounding checkpoints record their data module's CollectConfig: importing its module allows it
@@ -30,7 +31,7 @@ from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import file_sha256
 from imaginebench.envs import get_domain, make
-from imaginebench.envs.base import Level, action_spec_of, check_level
+from imaginebench.envs.base import Level, Task, action_spec_of, check_level
 from imaginebench.imagination.confidence import (
     ENSEMBLE,
     LIKELIHOOD,
@@ -40,6 +41,7 @@ from imaginebench.imagination.confidence import (
 from imaginebench.imagination.decoder import DecodingConfig, Imaginer, to_episode
 from imaginebench.imagination.filters import (
     FilterConfig,
+    family_horizons,
     real_horizon,
     select,
     uncovered_tasks,
@@ -116,7 +118,8 @@ def imagine_level(
     limit = int(env.max_episode_steps)
     needs_horizon = horizon is None and filters.horizon_quantile is not None
     needs_ensemble = state_model == "ensemble" or ensemble_confidence
-    real_path = _real_data_path(checkpoint) if needs_horizon or needs_ensemble else None
+    needs_real = needs_horizon or needs_ensemble or filters.family_horizon_scale is not None
+    real_path = _real_data_path(checkpoint) if needs_real else None
     real = load_dataset(real_path) if real_path is not None else None  # read once, used twice
     if needs_horizon:
         horizon = real_horizon(
@@ -127,6 +130,16 @@ def imagine_level(
             limit,
         )
     horizon = horizon or limit
+    limits = None
+    if filters.family_horizon_scale is not None:
+        family_of_task = np.array([Task.from_spec(spec).family for spec in real.tasks])
+        limits = family_horizons(
+            family_of_task[real.episode_task],
+            real.episode_lengths(),
+            real.episode_success,
+            filters.horizon_quantile,
+            filters.family_horizon_scale,
+        )
     action_spec = action_spec_of(env.action_space)
     env.close()
     if module.state_dim != env.observation_space.shape[0]:
@@ -154,7 +167,7 @@ def imagine_level(
         dynamics=scorer.next_states if state_model == "ensemble" else None,
     )
     imagined = imaginer.imagine(candidates, horizon, progress=progress)
-    kept, counts = select(imagined, filters)
+    kept, counts = select(imagined, filters, limits)
     tasks = suite.tasks(level)
     coverage = {"tasks": len(tasks), "covered_first_round": _covered(tasks, kept), "rounds": 0}
     for draw in range(1, filters.coverage_rounds + 1):
@@ -168,7 +181,7 @@ def imagine_level(
             horizon,
             progress=progress,
         )
-        more_kept, more_counts = select(more, filters)
+        more_kept, more_counts = select(more, filters, limits)
         kept, counts = kept + more_kept, counts + more_counts
         coverage["rounds"] = draw
     coverage["covered"] = _covered(tasks, kept)
@@ -198,6 +211,7 @@ def imagine_level(
         "filtered": counts.to_dict(),
         "coverage": coverage,
         "horizon": horizon,
+        "family_horizons": limits,
         "decoding": {
             "strategy": decoding.strategy,
             "temperature": decoding.temperature,
