@@ -12,7 +12,6 @@ imagined rollouts are as direct as the expert's; BC on a file with ratio 2 imita
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 
 import numpy as np
@@ -36,8 +35,9 @@ def family_lengths(path: str) -> dict[str, np.ndarray]:
         task = Task.from_spec(episode.task_spec)
         plan = EpisodeSpec(task, episode.instruction, episode.states[0], episode.level)
         expert_run = rollout(env, expert, plan, episode.level)
-        family = json.loads(episode.task_spec)["family"]
-        rows[family].append((len(episode.actions), len(expert_run.actions), expert_run.success))
+        rows[task.family].append(
+            (len(episode.actions), len(expert_run.actions), expert_run.success)
+        )
     env.close()
     return {family: np.asarray(values, dtype=float) for family, values in rows.items()}
 
@@ -49,7 +49,8 @@ def main() -> None:
     for path in args.files:
         print(f"\n{path}\n")
         print(
-            "| family | rollouts | imagined steps | expert steps | imagined / expert | expert success |"
+            "| family | rollouts | imagined steps | expert steps | imagined / expert "
+            "| expert success |"
         )
         print("|---|---|---|---|---|---|")
         everything = []

@@ -131,7 +131,7 @@ class FilterCounts:
 
 
 def real_horizon(
-    lengths: np.ndarray, success: np.ndarray, quantile: float, scale: float, limit: int
+    lengths: np.ndarray, success: np.ndarray, quantile: float, scale: float, limit: float
 ) -> int:
     """``min(limit, ceil(scale * quantile))`` of the successful real episodes' lengths."""
     successful = np.asarray(lengths)[np.asarray(success, dtype=bool)]
@@ -153,15 +153,14 @@ def family_horizons(
     quantile: float,
     scale: float,
 ) -> dict[str, int]:
-    """Per task family, ``ceil(scale * quantile)`` of its successful real episodes' lengths."""
-    families = np.asarray(families)
-    ok = np.asarray(success, dtype=bool)
-    lengths = np.asarray(lengths)
+    """Per task family, :func:`real_horizon` (uncapped) of that family's real episodes."""
+    families, lengths = np.asarray(families), np.asarray(lengths)
+    success = np.asarray(success, dtype=bool)
     return {
-        str(family): max(
-            1, math.ceil(scale * np.quantile(lengths[ok & (families == family)], quantile))
+        str(family): real_horizon(
+            lengths[families == family], success[families == family], quantile, scale, math.inf
         )
-        for family in np.unique(families[ok])
+        for family in np.unique(families[success])
     }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -38,9 +38,10 @@ from imaginebench.imagination.confidence import (
     EnsembleConfig,
     likelihood_confidence,
 )
-from imaginebench.imagination.decoder import DecodingConfig, Imaginer, to_episode
+from imaginebench.imagination.decoder import DecodingConfig, ImaginedRollout, Imaginer, to_episode
 from imaginebench.imagination.filters import (
     FilterConfig,
+    FilterCounts,
     family_horizons,
     real_horizon,
     select,
@@ -150,7 +151,6 @@ def imagine_level(
     spec = get_domain(domain)
     suite = spec.make_suite()
     specs = suite.episodes(level, rollouts, seed, split="data")
-    candidates = [s for s in specs for _ in range(filters.best_of)]
     scorer = how = None
     if needs_ensemble:
         scorer, how = fit_ensemble_on(real_path, ensemble, progress, loaded=real)
@@ -166,8 +166,13 @@ def imagine_level(
         filters.illegal_retries,
         dynamics=scorer.next_states if state_model == "ensemble" else None,
     )
-    imagined = imaginer.imagine(candidates, horizon, progress=progress)
-    kept, counts = select(imagined, filters, limits)
+
+    def imagine_and_select(episodes: list) -> tuple[list, FilterCounts]:
+        """``best_of`` candidates of each episode, imagined and filtered."""
+        candidates = [episode for episode in episodes for _ in range(filters.best_of)]
+        return select(imaginer.imagine(candidates, horizon, progress=progress), filters, limits)
+
+    kept, counts = imagine_and_select(specs)
     tasks = suite.tasks(level)
     coverage = {"tasks": len(tasks), "covered_first_round": _covered(tasks, kept), "rounds": 0}
     for draw in range(1, filters.coverage_rounds + 1):
@@ -176,12 +181,7 @@ def imagine_level(
             break
         extra = suite.episodes_of(level, missing, filters.coverage_episodes, seed, draw)
         log.info("coverage round %d: %d tasks without a kept rollout", draw, len(missing))
-        more = imaginer.imagine(
-            [episode for episode in extra for _ in range(filters.best_of)],
-            horizon,
-            progress=progress,
-        )
-        more_kept, more_counts = select(more, filters, limits)
+        more_kept, more_counts = imagine_and_select(extra)
         kept, counts = kept + more_kept, counts + more_counts
         coverage["rounds"] = draw
     coverage["covered"] = _covered(tasks, kept)
@@ -241,11 +241,11 @@ def imagine_level(
     save_dataset(dataset, path, overwrite=overwrite)
     report_path = path.with_suffix(".quality.json")
     write_text_atomically(report_path, _report_json(report, provenance))
-    log.info("imagined %d rollouts in %.1f s -> %s", len(imagined), seconds, path)
+    log.info("imagined %d rollouts in %.1f s -> %s", counts.candidates, seconds, path)
     return dataset, report
 
 
-def _covered(tasks: list, kept: list) -> int:
+def _covered(tasks: Sequence[Task], kept: Sequence[ImaginedRollout]) -> int:
     """How many of the level's tasks some kept rollout imagines."""
     return len(tasks) - len(uncovered_tasks(tasks, kept))
 
