@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from imaginebench.batch import TRANSITION_KEYS
 from imaginebench.data import collect as collect_module
 from imaginebench.data.collect import collect
 from imaginebench.data.format import (
@@ -24,8 +25,8 @@ from imaginebench.data.format import (
     load_dataset,
     save_dataset,
 )
-from imaginebench.batch import TRANSITION_KEYS
 from imaginebench.datamodules import CollectConfig, RealImaginaryDataModule, RolloutDataModule
+from imaginebench.datamodules.stream import MixedBatches, stacked_batches
 
 LOGGER = "imaginebench.datamodules"
 CLEVR_ACTIONS = {"type": "discrete", "n": 40}
@@ -563,6 +564,89 @@ def test_checkpoint_interval_must_be_a_multiple_of_updates_per_batch(data):
         assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
     finally:
         dm.trainer = None
+
+
+@pytest.mark.parametrize(
+    ("start", "max_steps", "stacks"), [(0, 9, [8, 1]), (0, 17, [8, 8, 1]), (7, 9, [2])]
+)
+def test_the_last_stack_holds_only_the_updates_left(data, start, max_steps, stacks):
+    dm = make_dm(data, ratio=0.5, batch_size=16, seed=4)
+    stream = stacked_batches(dm.batches(start), 8, max_steps)
+    assert [next(stream).batch_size[0] for _ in stacks] == stacks
+
+
+def test_without_a_trainer_the_stack_is_never_cut(data):
+    dm = make_dm(data, ratio=0.5, batch_size=16, seed=4, updates_per_batch=3)
+    assert dm.trainer is None
+    stacks = iter(dm.train_dataloader())
+    assert [next(stacks).batch_size for _ in range(3)] == [torch.Size([3, 16])] * 3
+
+
+def test_a_stream_by_default_is_the_only_rank_from_batch_0(data):
+    dm = make_dm(data, ratio=0.5, batch_size=16, seed=4)
+    default = MixedBatches(dm.real, dm.imaginary, 8, 8, seed=4)
+    first = next(iter(default))
+    assert same_batch(first, next(iter(dm.batches(0, 0, 1))))
+    assert not same_batch(first, next(iter(dm.batches(0, 0, 2))))
+
+
+def test_callbacks_without_a_step_interval_pass_the_interval_check(data):
+    class EverySix:
+        _every_n_train_steps = 6
+
+    dm = make_dm(data, updates_per_batch=4)
+    no_interval = [SimpleNamespace(), SimpleNamespace(_every_n_train_steps=0)]
+    dm.trainer = SimpleNamespace(
+        global_step=0, global_rank=0, world_size=1, max_steps=-1, callbacks=no_interval
+    )
+    try:
+        assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
+        dm.trainer.callbacks = [*no_interval, EverySix()]
+        message = (
+            r"^EverySix\(every_n_train_steps=6\) is not a multiple of the data module's "
+            r"updates_per_batch=4: its checkpoints would be skipped; use a multiple or set "
+            r"data.updates_per_batch: 1$"
+        )
+        with pytest.raises(ValueError, match=message):
+            iter(dm.train_dataloader())
+    finally:
+        dm.trainer = None
+
+
+# ------------------------------------------------------------------------------------ usage
+
+
+def test_defaults_and_what_is_known_before_setup(data, monkeypatch):
+    monkeypatch.setenv("IMAGINEBENCH_CACHE", str(data.dir / "env_cache"))
+    dm = RealImaginaryDataModule(domain="clevr", real=data.real)
+    assert (dm.batch_size, dm.seed, dm.ratio) == (256, 0, 0.5)
+    assert dm.cache_dir == data.dir / "env_cache"
+    assert dm.action_spec == CLEVR_ACTIONS and dm.state_dim == 10
+    assert dm.usage == {} and dm.dropped == {}
+
+
+@pytest.mark.parametrize("ratio", [0.25, "pool"])
+def test_usage_records_the_files_and_the_share_actually_used(data, ratio):
+    dm = make_dm(data, ratio=ratio, batch_size=64)
+    n_real, n_imag = data.real_file.num_transitions, data.imag_file.num_transitions
+    effective = 16 / 64 if ratio == 0.25 else n_imag / (n_real + n_imag)
+    assert dm.usage["effective_ratio"] == pytest.approx(effective, rel=1e-12)
+    assert dm.usage["real"] == {"file": data.real, "episodes": len(data.real_file)}
+    assert dm.describe().startswith("clevr: ")
+    assert dm.describe().endswith(f"dropped {{'{data.imag}': 0}}")
+    real_only = make_dm(data, ratio=0, imaginary=[])
+    assert real_only.describe().endswith(", dropped none")
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("collect", {"episodez": 3}), ("imaginary_weighting", {"sauce": "ensemble"})],
+)
+def test_a_bad_sub_config_is_named_in_the_error(tmp_path, argument, value):
+    from imaginebench.config import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"^{argument}: unknown key"):
+        RealImaginaryDataModule(real=str(tmp_path / "r.h5"), **{argument: value})
 
 
 # ------------------------------------------------------------------------------------ bad input
