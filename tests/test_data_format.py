@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -454,6 +455,26 @@ def _zero_length_episode(arr, f):
     return arr
 
 
+def _group_instead(name: str) -> Callable[[h5py.File], None]:
+    def edit(f: h5py.File) -> None:
+        del f[name]
+        f.create_group(name)
+
+    return edit
+
+
+def _reordered_with_id(attr: str, order: list[str], ids: str, bad: int):
+    """Store the enum ``attr`` in another order (so ids are remapped) and one id out of it."""
+
+    def edit(f: h5py.File) -> None:
+        f.attrs[attr] = json.dumps(order)
+        values = f[ids][()].copy()
+        values[0] = bad
+        replace_dataset(f, ids, values)
+
+    return edit
+
+
 def _shorten_transitions(f: h5py.File) -> None:
     for name in ("actions", "rewards", "terminals", "truncations"):
         replace_dataset(f, name, f[name][()][:-1])
@@ -518,6 +539,37 @@ CORRUPTIONS = {
         _map_ds("tasks", lambda a, f: np.array([f"x{i}{{" for i in range(len(a))], dtype=object)),
         ["tasks", "JSON"],
     ),
+    "missing_format": (_del_attr("format"), ["missing root attribute 'format'"]),
+    "schema_not_int": (
+        _set_attr("schema_version", "two"),
+        ["root attribute 'schema_version' must be an integer, got 'two'"],
+    ),
+    "state_dim_not_int": (
+        _set_attr("state_dim", np.array([3, 3])),
+        ["root attribute 'state_dim' must be an integer"],
+    ),
+    "domain_not_str": (_set_attr("domain", 5), ["root attribute 'domain' must be a string, got"]),
+    "rewards_a_group": (_group_instead("rewards"), ["'rewards' must be a dataset, found Group"]),
+    "instructions_2d": (
+        _map_ds("instructions", lambda a, f: np.array([list(a), list(a)], dtype=object)),
+        ["dataset 'instructions' must be 1-D, got shape (2, "],
+    ),
+    "levels_not_strings": (
+        _set_attr("levels", json.dumps([0, 1])),
+        ["root attribute 'levels' must be a JSON list of strings"],
+    ),
+    "sources_not_a_list": (
+        _set_attr("sources", json.dumps("real")),
+        ["root attribute 'sources' must be a JSON list of strings"],
+    ),
+    "remapped_source_out_of_range": (
+        _reordered_with_id("sources", ["imaginary", "real"], "episode_source", 2),
+        ["episode_source", "index into the file's 'sources' attribute"],
+    ),
+    "remapped_level_out_of_range": (
+        _reordered_with_id("levels", list(reversed(LEVELS)), "episode_level", 9),
+        ["episode_level", "index into the file's 'levels' attribute"],
+    ),
 }
 
 
@@ -542,6 +594,7 @@ def test_continuous_action_shape_mismatch(tmp_path: Path) -> None:
         ("states", (10**12, 3), "f4"),  # 12 TB in a file of a few KB
         ("rewards", (10**11,), "f4"),
         ("instructions", (10**10,), h5py.string_dtype("utf-8")),
+        ("states", (10**6, 3), "f4"),  # 12 MB declared, over the 1 MiB slack only in bytes
     ],
 )
 def test_huge_declared_array_is_refused_before_reading(
@@ -561,6 +614,93 @@ def test_reordered_enums_are_remapped(saved: Path) -> None:
         replace_dataset(f, "episode_source", 1 - f["episode_source"][()])
     loaded = load_dataset(saved)
     np.testing.assert_array_equal(loaded.episode_source, original.episode_source)
+
+
+def test_byte_string_attributes_are_decoded_and_bad_bytes_replaced(saved: Path) -> None:
+    with h5py.File(saved, "r+") as f:
+        f.attrs["domain"] = np.bytes_(b"to\xffy")
+        f.attrs["format"] = np.bytes_(f.attrs["format"].encode())
+    assert load_dataset(saved).domain == "to\ufffdy"
+
+
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (MemoryError(), "dataset 'states' needs {size} bytes: not enough memory"),
+        (OSError("disk gone"), "cannot read dataset 'states' (disk gone)"),
+    ],
+)
+def test_a_failing_array_read_is_a_dataset_error(
+    saved: Path, monkeypatch: pytest.MonkeyPatch, raised: Exception, message: str
+) -> None:
+    original = h5py.Dataset.__getitem__
+    size = 0
+
+    def read(dset, key):
+        nonlocal size
+        if dset.name == "/states":
+            size = dset.size * dset.dtype.itemsize
+            raise raised
+        return original(dset, key)
+
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", read)
+    error = expect_error(saved)
+    assert str(error) == f"{saved}: " + message.format(size=size)
+
+
+def test_a_failing_string_read_is_a_dataset_error(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(dset, *args, **kwargs):
+        raise OSError("bad block")
+
+    monkeypatch.setattr(h5py.Dataset, "asstr", broken)
+    error = expect_error(saved)
+    assert str(error) == f"{saved}: cannot read string dataset 'instructions' (bad block)"
+
+
+def test_big_arrays_are_compressed_and_json_attributes_canonical(tmp_path: Path) -> None:
+    ds = make_ds()
+    ds.provenance = {"b": 1, "a": {"d": 2, "c": 3}}
+    ds.confidence = {"likelihood": np.full(ds.num_transitions, 0.5, np.float32)}
+    path = save_dataset(ds, tmp_path / "c.h5")
+    with h5py.File(path, "r") as f:
+        for name in ("states", "actions", "rewards", "confidence/likelihood"):
+            assert (f[name].compression, f[name].compression_opts, f[name].shuffle) == (
+                "gzip",
+                4,
+                True,
+            ), name
+        assert f["terminals"].compression is None and f["instructions"].compression is None
+        assert f.attrs["provenance"] == '{"a": {"c": 3, "d": 2}, "b": 1}'
+        assert f.attrs["action_spec"] == json.dumps(DISCRETE, sort_keys=True)
+        assert f["instructions"].shape == (len(ds.instructions),)
+
+
+def test_saving_names_the_file_in_its_errors(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError, match=r"is a directory, cannot write a dataset file"):
+        save_dataset(make_ds(), tmp_path)
+    bad = make_ds()
+    bad.rewards = bad.rewards[:-1]
+    target = tmp_path / "bad.h5"
+    with pytest.raises(DatasetError, match=re.escape(f"{target.absolute()} (while saving): ")):
+        save_dataset(bad, target)
+
+
+def test_a_file_that_appears_while_saving_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "race.h5"
+    original = h5io._write_payload
+
+    def write_while_another_run_saves(h5, ds):
+        target.write_bytes(b"the other run's file")
+        original(h5, ds)
+
+    monkeypatch.setattr(h5io, "_write_payload", write_while_another_run_saves)
+    with pytest.raises(FileExistsError, match=r"race.h5: file already exists; pass overwrite"):
+        save_dataset(make_ds(), target)
+    assert target.read_bytes() == b"the other run's file"
 
 
 # ------------------------------------------------------------------------------------ non-finite
