@@ -61,8 +61,9 @@ class LineTask:
     """Walk to the end of a line named by the instruction.
 
     Discrete: positions ``-2..2`` from 0; reward 1 and termination at the instructed end, 0 and
-    termination at the other one, ``-step_cost`` on other steps. Continuous: position from ``U(-0.2, 0.2)``, reward the
-    progress in the instructed direction, termination (success) at distance 1 from the origin.
+    termination at the other one, ``-step_cost`` on other steps. Continuous: position from
+    ``U(-0.2, 0.2)``, reward the progress in the instructed direction, termination (success)
+    at distance 1 from the origin.
     Episodes are cut after ``horizon`` steps. The optimum succeeds every time (2 or 3 steps).
     """
 

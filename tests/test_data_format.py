@@ -387,7 +387,23 @@ def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.h5"
     with pytest.raises(FileNotFoundError) as info:
         load_dataset(path)
-    assert str(path) in str(info.value)
+    assert (info.value.errno, info.value.filename) == (2, str(path))
+    assert info.value.strerror == f"{path}: dataset file does not exist"
+
+
+def test_a_directory_or_a_bad_nonfinite_mode_is_refused(tmp_path: Path) -> None:
+    error = expect_error(tmp_path, "is a directory, not a dataset file")
+    assert str(error) == f"{tmp_path}: is a directory, not a dataset file"
+    with pytest.raises(ValueError, match=r"^nonfinite must be 'raise' or 'drop', got 'keep'$"):
+        load_dataset(tmp_path, nonfinite="keep")  # type: ignore[arg-type]
+
+
+def test_invalid_json_is_quoted_up_to_80_characters(saved: Path) -> None:
+    text = "[" + "1, " * 40
+    with h5py.File(saved, "r+") as f:
+        f.attrs["provenance"] = text
+    error = expect_error(saved, "root attribute 'provenance' is not valid JSON")
+    assert str(error).endswith(f": {text[:80]!r}")
 
 
 def test_not_hdf5(tmp_path: Path) -> None:
@@ -497,9 +513,18 @@ CORRUPTIONS = {
         _set_attr("levels", json.dumps(["train", "medium"])),
         ["levels", "medium"],
     ),
-    "states_int": (_map_ds("states", lambda a, f: a.astype(np.int32)), ["states", "dtype"]),
+    "states_int": (
+        _map_ds("states", lambda a, f: a.astype(np.int32)),
+        ["dataset 'states' has dtype int32 (signed integer), expected floating point"],
+    ),
     "terminals_int": (_map_ds("terminals", lambda a, f: a.astype(np.int8)), ["terminals", "dtype"]),
-    "actions_float": (_map_ds("actions", lambda a, f: a.astype(np.float32)), ["actions", "dtype"]),
+    "actions_float": (
+        _map_ds("actions", lambda a, f: a.astype(np.float32)),
+        [
+            "dataset 'actions' has dtype float32 (floating point), expected signed integer or "
+            "unsigned integer"
+        ],
+    ),
     "instructions_not_str": (
         _map_ds("instructions", lambda a, f: np.arange(len(a))),
         ["instructions", "string"],
@@ -540,6 +565,12 @@ CORRUPTIONS = {
         ["tasks", "JSON"],
     ),
     "missing_format": (_del_attr("format"), ["missing root attribute 'format'"]),
+    "missing_state_dim": (_del_attr("state_dim"), ["missing root attribute 'state_dim'"]),
+    "missing_sources": (_del_attr("sources"), ["missing root attribute 'sources'"]),
+    "levels_not_json": (
+        _set_attr("levels", "[train"),
+        ["root attribute 'levels' is not valid JSON"],
+    ),
     "schema_not_int": (
         _set_attr("schema_version", "two"),
         ["root attribute 'schema_version' must be an integer, got 'two'"],
@@ -564,11 +595,17 @@ CORRUPTIONS = {
     ),
     "remapped_source_out_of_range": (
         _reordered_with_id("sources", ["imaginary", "real"], "episode_source", 2),
-        ["episode_source", "index into the file's 'sources' attribute"],
+        [
+            "dataset 'episode_source' has 1 value(s) out of range [0, 2) (index into the file's "
+            "'sources' attribute)"
+        ],
     ),
     "remapped_level_out_of_range": (
         _reordered_with_id("levels", list(reversed(LEVELS)), "episode_level", 9),
-        ["episode_level", "index into the file's 'levels' attribute"],
+        [
+            f"dataset 'episode_level' has 1 value(s) out of range [0, {len(LEVELS)}) (index into "
+            "the file's 'levels' attribute)"
+        ],
     ),
 }
 
@@ -888,7 +925,7 @@ def test_files_of_schema_version_1_still_load(tmp_path: Path) -> None:
 def test_a_confidence_that_is_not_a_group_is_refused(saved: Path) -> None:
     with h5py.File(saved, "r+") as f:
         f.create_dataset("confidence", data=np.zeros(3))
-    expect_error(saved, "'confidence' must be a group")
+    expect_error(saved, "'confidence' must be a group of datasets, found Dataset")
 
 
 def _in_memory(edit: Callable[[RolloutDataset], None]) -> RolloutDataset:

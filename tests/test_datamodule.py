@@ -626,8 +626,10 @@ def test_defaults_and_what_is_known_before_setup(data, monkeypatch):
 
 
 @pytest.mark.parametrize("ratio", [0.25, "pool"])
-def test_usage_records_the_files_and_the_share_actually_used(data, ratio):
-    dm = make_dm(data, ratio=ratio, batch_size=64)
+def test_usage_records_the_files_and_the_share_actually_used(data, ratio, caplog):
+    with caplog.at_level(logging.INFO, logger="imaginebench.datamodules.real_imaginary"):
+        dm = make_dm(data, ratio=ratio, batch_size=64)
+    assert [r.getMessage() for r in caplog.records] == [dm.describe()]
     n_real, n_imag = data.real_file.num_transitions, data.imag_file.num_transitions
     effective = 16 / 64 if ratio == 0.25 else n_imag / (n_real + n_imag)
     assert dm.usage["effective_ratio"] == pytest.approx(effective, rel=1e-12)

@@ -1,4 +1,4 @@
-"""HalfCheetah experts: skill rewards, task-to-skill composition, shipped weights solve the tasks."""
+"""HalfCheetah experts: skill rewards, task-to-skill composition, shipped weights solve tasks."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from imaginebench.envs.halfcheetah.physics import DT, ROOTZ, clearance, load_mod
 from imaginebench.envs.halfcheetah.tasks import Jump, JumpInPlace, Run, Shuttle
 from imaginebench.experts import make_expert
 from imaginebench.experts.halfcheetah import (
+    JUMP_HEIGHT_WEIGHT,
     MANIFEST,
     SKILLS,
     WEIGHTS_DIR,
-    JUMP_HEIGHT_WEIGHT,
     HalfCheetahExpert,
     SkillEnv,
     load_actor,

@@ -9,10 +9,10 @@ from imaginebench.envs.halfcheetah import instructions as text
 from imaginebench.envs.halfcheetah.physics import clearance, load_model, set_state
 from imaginebench.envs.halfcheetah.suite import HalfCheetahTaskSuite
 from imaginebench.envs.halfcheetah.tasks import (
+    JUMP_CLEARANCE,
     Jump,
     JumpInPlace,
     Run,
-    JUMP_CLEARANCE,
     Shuttle,
     displacement,
     jumped,

@@ -282,9 +282,7 @@ def test_grasp_thresholds_are_strict():
     task = LiberoTask("pick-cream_cheese")
     start = _at(eef=[0.0, 0, 0], cream_cheese=ORIGIN)
     moved = [1e-4 + 1e-7, 0, 0]
-    assert task.success(history(start, _at(eef=[0.0, 0, 0], cream_cheese=[1e-4, 0, 0])))[1] == (
-        False
-    )
+    assert not task.success(history(start, _at(eef=[0.0, 0, 0], cream_cheese=[1e-4, 0, 0])))[1]
     assert task.success(history(start, _at(eef=[0.0, 0, 0], cream_cheese=moved)))[1]
     far = [moved[0] + 0.05, 0, 0]  # the hand exactly 5 cm from the moved object
     assert not task.success(history(start, _at(eef=far, cream_cheese=moved)))[1]

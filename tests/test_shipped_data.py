@@ -239,7 +239,8 @@ def test_relabel_can_drop_what_no_longer_succeeds_and_recomputes_rewards(tmp_pat
     provenance = {"level": "rephrase", "rollouts_requested": 2, "seed": 0, **fixed.provenance}
     command = _regenerate_command(provenance, "babyai", path.name)
     assert command.endswith(
-        'relabel imaginebench/datasets/babyai/imaginary_rephrase.h5 --reason "put-next" --drop-unsuccessful'
+        "relabel imaginebench/datasets/babyai/imaginary_rephrase.h5 "
+        '--reason "put-next" --drop-unsuccessful'
     )
 
 

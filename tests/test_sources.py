@@ -72,7 +72,7 @@ def test_the_cache_is_the_environment_variable_else_under_home(tmp_path, monkeyp
 
 
 def test_real_data_path_needs_a_file_or_a_collection_config(tmp_path):
-    with pytest.raises(ValueError, match="no real dataset given: set data.real or data.collect"):
+    with pytest.raises(ValueError, match="^no real dataset given: set data.real or data.collect$"):
         real_dataset_path("clevr", None, None, tmp_path)
     path = real_dataset_path("clevr", None, {"episodes": 3, "seed": 4}, tmp_path)
     assert path.parent == tmp_path and "n3_s4" in path.name
@@ -101,7 +101,7 @@ def test_missing_real_data_is_collected_and_the_log_says_what_and_where(tmp_path
 def test_a_real_file_without_episodes_is_refused(tmp_path):
     empty = _continuous([[0.0, 0.0]])
     empty = empty.select(np.zeros(1, dtype=bool))
-    with pytest.raises(DatasetError, match="holds 0 episodes: nothing to train on"):
+    with pytest.raises(DatasetError, match="empty.h5: holds 0 episodes: nothing to train on$"):
         require_episodes(empty, tmp_path / "empty.h5")
 
 
