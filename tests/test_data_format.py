@@ -398,6 +398,17 @@ def test_a_directory_or_a_bad_nonfinite_mode_is_refused(tmp_path: Path) -> None:
         load_dataset(tmp_path, nonfinite="keep")  # type: ignore[arg-type]
 
 
+def test_an_unexpected_read_failure_is_a_dataset_error(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(h5, src, nonfinite):
+        raise KeyError("no such object")
+
+    monkeypatch.setattr(h5io, "_load_open", fail)
+    error = expect_error(saved)
+    assert str(error) == f"{saved}: failed to read the file (KeyError: 'no such object')"
+
+
 def test_invalid_json_is_quoted_up_to_80_characters(saved: Path) -> None:
     text = "[" + "1, " * 40
     with h5py.File(saved, "r+") as f:
