@@ -403,3 +403,14 @@ def test_rewards_of_the_single_stage_away_and_sequential_tasks():
         ],
         abs=1e-9,
     )
+
+
+def test_stages_count_in_order_and_the_last_only_while_it_succeeds():
+    """The soup lands in the basket before any grasp (no stage done: the grasp comes first), is
+    grasped (1), placed (2) and taken out again (1: the last stage counts only at success)."""
+    task = LiberoTask("pick-and-place-alphabet_soup")
+    soup = np.array(HOME["alphabet_soup"])
+    grasped = {"eef": soup + [0, 0, 0.01], "alphabet_soup": soup + [0, 0, 0.002]}
+    s = history({}, {"alphabet_soup": in_basket()}, {}, grasped, {"alphabet_soup": in_basket()}, {})
+    np.testing.assert_array_equal(task.success(s), [False, True, False, False, True, False])
+    np.testing.assert_array_equal(task.completed(s), [0, 0, 0, 1, 2, 1])
