@@ -20,8 +20,7 @@ import torch
 
 import imaginebench.data.collect  # noqa: F401  (allows a checkpoint's CollectConfig)
 from imaginebench.envs import get_domain
-from imaginebench.imagination import DecodingConfig, Imaginer
-from imaginebench.imagination import decoder
+from imaginebench.imagination import DecodingConfig, Imaginer, decoder
 from imaginebench.modules.grounding import GroundingModule
 
 

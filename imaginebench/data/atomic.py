@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
 #: ``.<name>.<pid>.<8 hex>.tmp``: the temporary files of :func:`atomic_path`.
 _TMP_NAME = re.compile(r"^\..+\.(\d+)\.[0-9a-f]{8}\.tmp$")
 #: Leftovers younger than this are kept even if their pid is dead here: on a shared file

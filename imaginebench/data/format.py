@@ -7,6 +7,7 @@ writes and validated loads). The layout is documented in ``docs/dataset_format.m
 """
 
 from imaginebench.data.dataset import Episode, RolloutDataset
+from imaginebench.data.hdf5 import load_dataset, save_dataset
 from imaginebench.data.schema import (
     FORMAT_NAME,
     LEVELS,
@@ -15,7 +16,6 @@ from imaginebench.data.schema import (
     DatasetError,
     default_provenance,
 )
-from imaginebench.data.hdf5 import load_dataset, save_dataset
 from imaginebench.data.validation import validate
 
 __all__ = [
