@@ -552,13 +552,27 @@ def test_stacked_batches_are_the_stream_and_stop_at_max_steps(data):
 
 
 def test_checkpoint_interval_must_be_a_multiple_of_updates_per_batch(data):
+    """Callbacks without a step interval (none, or 0) pass; a step interval that is not a
+    multiple of updates_per_batch is refused, naming the callback, until it is one."""
+
+    class EverySix:
+        _every_n_train_steps = 6
+
     dm = make_dm(data, updates_per_batch=4)
-    every_6 = SimpleNamespace(_every_n_train_steps=6)
+    no_interval = [SimpleNamespace(), SimpleNamespace(_every_n_train_steps=0)]
     dm.trainer = SimpleNamespace(
-        global_step=0, global_rank=0, world_size=1, max_steps=-1, callbacks=[every_6]
+        global_step=0, global_rank=0, world_size=1, max_steps=-1, callbacks=no_interval
     )
     try:
-        with pytest.raises(ValueError, match="multiple of the data module's updates_per_batch=4"):
+        assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
+        every_6 = EverySix()
+        dm.trainer.callbacks = [*no_interval, every_6]
+        message = (
+            r"^EverySix\(every_n_train_steps=6\) is not a multiple of the data module's "
+            r"updates_per_batch=4: its checkpoints would be skipped; use a multiple or set "
+            r"data.updates_per_batch: 1$"
+        )
+        with pytest.raises(ValueError, match=message):
             iter(dm.train_dataloader())
         every_6._every_n_train_steps = 8
         assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
@@ -588,29 +602,6 @@ def test_a_stream_by_default_is_the_only_rank_from_batch_0(data):
     first = next(iter(default))
     assert same_batch(first, next(iter(dm.batches(0, 0, 1))))
     assert not same_batch(first, next(iter(dm.batches(0, 0, 2))))
-
-
-def test_callbacks_without_a_step_interval_pass_the_interval_check(data):
-    class EverySix:
-        _every_n_train_steps = 6
-
-    dm = make_dm(data, updates_per_batch=4)
-    no_interval = [SimpleNamespace(), SimpleNamespace(_every_n_train_steps=0)]
-    dm.trainer = SimpleNamespace(
-        global_step=0, global_rank=0, world_size=1, max_steps=-1, callbacks=no_interval
-    )
-    try:
-        assert next(iter(dm.train_dataloader())).batch_size == torch.Size([4, 64])
-        dm.trainer.callbacks = [*no_interval, EverySix()]
-        message = (
-            r"^EverySix\(every_n_train_steps=6\) is not a multiple of the data module's "
-            r"updates_per_batch=4: its checkpoints would be skipped; use a multiple or set "
-            r"data.updates_per_batch: 1$"
-        )
-        with pytest.raises(ValueError, match=message):
-            iter(dm.train_dataloader())
-    finally:
-        dm.trainer = None
 
 
 # ------------------------------------------------------------------------------------ usage

@@ -26,7 +26,7 @@ from imaginebench.datamodules.sources import (
 BOX = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
 
 
-def _episode(states: np.ndarray, actions: np.ndarray, source: str = "imaginary") -> Episode:
+def _episode(states: np.ndarray, actions: np.ndarray) -> Episode:
     steps = len(actions)
     return Episode(
         states=np.asarray(states, dtype=np.float32),
@@ -37,7 +37,7 @@ def _episode(states: np.ndarray, actions: np.ndarray, source: str = "imaginary")
         instruction="go",
         task_spec='{"family": "x"}',
         level="rephrase",
-        source=source,
+        source="imaginary",
         success=False,
     )
 
