@@ -893,6 +893,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "illegal": 1,
         "unsuccessful": 2,
         "too_long": 0,
+        "regressing": 0,
         "less_likely": 1,
         "episodes_kept": 1,
         "episodes_dropped": 1,
@@ -1455,3 +1456,42 @@ def test_family_horizons_drop_successful_rollouts_longer_than_their_familys_real
         FilterConfig(family_horizon_scale=1.0)
     with pytest.raises(ValueError, match="family_horizon_scale must be > 0"):
         FilterConfig(horizon_quantile=0.9, family_horizon_scale=0.0)
+
+
+def test_progress_filter_drops_rollouts_whose_imagined_potential_falls_on_the_way():
+    """A successful rollout that pushes its ball backwards before reaching the goal (the task's
+    potential falls at one step by more than ``max_progress_drop``) is dropped as regressing;
+    a monotone one, or a fall within the tolerance, is kept; off by default."""
+    from imaginebench.envs.base import EpisodeSpec
+    from imaginebench.envs.clevr.tasks import DIRECTION_VECTORS, Push
+    from imaginebench.imagination import ImaginedRollout
+    from imaginebench.imagination.filters import FilterConfig, largest_progress_drop, select
+
+    task = Push(0, 0)  # ball 0 along direction 0
+    start = np.zeros(10)
+    start[2:] = [0.5, 0.5, -0.5, 0.5, 0.5, -0.5, -0.5, -0.5]
+    step = np.zeros(10)
+    step[:2] = DIRECTION_VECTORS[0]
+
+    def rollout(travels, ll=0.0):
+        states = np.stack([start + t * step for t in travels])
+        spec = EpisodeSpec(task, "x", states[0], "easy")
+        return ImaginedRollout(spec, states, np.zeros(len(travels) - 1), True, False, False, ll)
+
+    monotone, detour, jitter = rollout([0, 0.1, 0.25]), rollout([0, 0.1, -0.05, 0.25]), rollout(
+        [0, 0.1, 0.0995, 0.25]
+    )
+    assert largest_progress_drop(monotone) == 0.0
+    assert largest_progress_drop(detour) == pytest.approx(0.15)
+    assert largest_progress_drop(jitter) == pytest.approx(5e-4)
+    config = FilterConfig(require_success=True, max_progress_drop=1e-3)
+    kept, counts = select([monotone, detour, jitter], config)
+    assert kept == [monotone, jitter] and counts.regressing == 1
+    # best of 2: the more likely candidate loses when it regresses
+    kept, counts = select([rollout([0, 0.1, -0.05, 0.25], ll=-1.0), monotone], dataclasses.replace(
+        config, best_of=2))
+    assert kept == [monotone] and counts.regressing == 1 and counts.less_likely == 0
+    assert select([detour], FilterConfig())[1].regressing == 0  # off by default
+    assert len(select([detour], FilterConfig(max_progress_drop=0.2))[0]) == 1
+    with pytest.raises(ValueError, match="max_progress_drop must be >= 0"):
+        FilterConfig(max_progress_drop=-0.1)

@@ -17,7 +17,10 @@ Steps, in the order a candidate rollout meets them:
    domain's rules and is dropped; with ``illegal_retries`` the action that led there is first
    redrawn from the LM up to that many times (rules judge each draw; nothing is repaired);
 3. **success** (``require_success``): a rollout is kept only if its imagined states satisfy
-   its own instruction;
+   its own instruction; with ``max_progress_drop`` also only if its task's shaped potential
+   (the state-only ``Task.progress`` on the imagined states) never falls by more than that at
+   one step (``regressing``: a push that undoes the task on the way, which the expert's data
+   rarely shows);
 4. **best of N** (``best_of``, ``best_by``): N sampled candidates per episode; the kept one,
    among those the other steps keep, is the most likely under the LM (``likelihood``) or the
    one whose imagined states reach the goal in the fewest steps (``shortest``; ties by
@@ -60,6 +63,8 @@ class FilterConfig:
         illegal_retries: before stopping, redraw the action that led to an illegal state up
             to this many times (needs ``reject_illegal`` and sampled discrete actions).
         require_success: keep only rollouts that satisfy their own instruction.
+        max_progress_drop: if set, drop rollouts whose task potential (``Task.progress`` on
+            their imagined states) falls by more than this at any step, as ``regressing``.
         best_of: sampled candidates per episode (``> 1`` needs sampled decoding).
         best_by: which passing candidate is kept: the most likely under the LM
             (``likelihood``) or the shortest, i.e. the one that reaches its goal soonest
@@ -74,6 +79,7 @@ class FilterConfig:
     reject_illegal: bool = False
     illegal_retries: int = 0
     require_success: bool = False
+    max_progress_drop: float | None = None
     best_of: int = 1
     best_by: Literal["likelihood", "shortest"] = "likelihood"
     coverage_rounds: int = 0
@@ -95,6 +101,8 @@ class FilterConfig:
             raise ValueError(f"illegal_retries must be >= 0, got {self.illegal_retries}")
         if self.illegal_retries and not self.reject_illegal:
             raise ValueError("illegal_retries redraws illegal steps: set reject_illegal too")
+        if self.max_progress_drop is not None and not self.max_progress_drop >= 0:
+            raise ValueError(f"max_progress_drop must be >= 0, got {self.max_progress_drop}")
         if self.best_of < 1:
             raise ValueError(f"best_of must be >= 1, got {self.best_of}")
         if self.best_by not in ("likelihood", "shortest"):
@@ -116,6 +124,7 @@ class FilterCounts:
     illegal: int = 0
     unsuccessful: int = 0
     too_long: int = 0
+    regressing: int = 0
     less_likely: int = 0
     episodes_kept: int = 0
     episodes_dropped: int = 0
@@ -173,7 +182,9 @@ def select(
     episode): among those that are finite, legal (if required) and successful (if required),
     the best by ``config.best_by``; the others that pass count as ``less_likely``.
     ``family_limits`` (task family -> steps, :func:`family_horizons`) drops successful
-    rollouts longer than their family's limit as ``too_long``."""
+    rollouts longer than their family's limit as ``too_long``; ``config.max_progress_drop``
+    drops those whose imagined task potential falls by more than it at a step as
+    ``regressing``."""
     config = as_config(config, FilterConfig, "config")
     best_of = config.best_of
     if len(candidates) % best_of:
@@ -196,6 +207,11 @@ def select(
                 rollout.spec.task.family, len(rollout.actions)
             ):
                 counts.too_long += 1
+            elif (
+                config.max_progress_drop is not None
+                and largest_progress_drop(rollout) > config.max_progress_drop
+            ):
+                counts.regressing += 1
             else:
                 passing.append(rollout)
         if passing:
@@ -205,6 +221,13 @@ def select(
         else:
             counts.episodes_dropped += 1
     return kept, counts
+
+
+def largest_progress_drop(rollout: ImaginedRollout) -> float:
+    """The largest one-step fall of the rollout's task potential on its imagined states
+    (0 when it never falls)."""
+    potential = np.asarray(rollout.spec.task.progress(rollout.states[None]), dtype=float)[0]
+    return float(max(0.0, -np.diff(potential).min(initial=0.0)))
 
 
 def _likelihood(rollout: ImaginedRollout) -> float:
