@@ -1495,3 +1495,56 @@ def test_progress_filter_drops_rollouts_whose_imagined_potential_falls_on_the_wa
     assert len(select([detour], FilterConfig(max_progress_drop=0.2))[0]) == 1
     with pytest.raises(ValueError, match="max_progress_drop must be >= 0"):
         FilterConfig(max_progress_drop=-0.1)
+
+
+def test_start_difficulty_rounds_draw_fresh_episodes_for_the_far_starts():
+    """Step 6 of the filters: with an imaginer that keeps mostly the starts where the goal is
+    near (as the grounded LM does), the start-difficulty rounds draw fresh CLEVR episodes whose
+    starts fall in the bins short of an equal share, as many as each bin's keep rate asks for,
+    and the kept rollouts spread over the bins; the counts and bins go into the report."""
+    from imaginebench.imagination import ImaginedRollout
+    from imaginebench.imagination.filters import (
+        FilterConfig,
+        FilterCounts,
+        start_bin,
+        start_bin_edges,
+        start_episodes_needed,
+        start_potential,
+    )
+    from imaginebench.imagination.run import _fill_start_bins
+
+    suite = get_domain("clevr").make_suite()
+    specs = suite.episodes("rephrase", 400, seed=0, split="data")
+    potentials = np.array([start_potential(s) for s in specs])
+    edges = start_bin_edges(potentials, 4)
+    assert np.bincount(start_bin(potentials, edges), minlength=4).tolist() == [100] * 4
+    # a stand-in for the LM and filters: keeps every candidate in the nearest bin and one in
+    # five (by a fixed rule on the start) in the farthest bins
+    def imagine_and_select(episodes):
+        kept = [
+            ImaginedRollout(s, np.stack([s.initial_state] * 2), np.zeros(1), True, False)
+            for k, s in enumerate(episodes)
+            if start_bin([start_potential(s)], edges)[0] == 3 or k % 5 == 0
+        ]
+        return kept, FilterCounts(candidates=len(episodes), episodes_kept=len(kept))
+
+    first, counts = imagine_and_select(specs)
+    before = np.bincount(start_bin([start_potential(r.spec) for r in first], edges), minlength=4)
+    assert before[3] == 100 and before[:3].max() < 40
+    config = FilterConfig(start_bins=4, start_rounds=2, start_max_episodes=1000)
+    kept, counts, report = _fill_start_bins(
+        config, suite, "rephrase", 0, specs, first, list(first), counts, imagine_and_select
+    )
+    after = np.bincount(start_bin([start_potential(r.spec) for r in kept], edges), minlength=4)
+    assert report["kept_first_round"] == before.tolist() and report["kept"] == after.tolist()
+    assert report["rounds"] >= 1 and counts.candidates > 400
+    assert after[3] == 100 and after[:3].min() >= 0.8 * after.sum() / 4  # evened out
+    assert len({tuple(r.spec.initial_state) for r in kept}) == len(kept)  # fresh starts
+    # the arithmetic: shortfalls of an equal share divided by the keep rates, within a budget
+    kept_bins, rates = np.array([0, 0] + [2] * 10), np.array([0.1, 0.5, 1.0])  # [2, 0, 10] kept
+    assert start_episodes_needed(kept_bins, rates, 3, 100).tolist() == [20, 8, 0]  # share 4
+    assert start_episodes_needed(kept_bins, rates, 3, 14).tolist() == [10, 4, 0]  # the budget
+    with pytest.raises(ValueError, match="start_bins"):
+        FilterConfig(start_rounds=1)
+    with pytest.raises(ValueError, match="start_bins must be"):
+        FilterConfig(start_bins=1)

@@ -11,7 +11,7 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, ClassVar, Iterator, Literal, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -226,14 +226,25 @@ class TaskSuite(ABC):
         """``n_each`` episodes of each of ``tasks`` (a wording of ``level`` and an initial state
         drawn for each), from a stream of the data split numbered ``draw >= 1``, apart from
         :meth:`episodes`' (``draw`` 0) and from every other draw's."""
-        if draw < 1:
-            raise ValueError(f"draw must be >= 1 (0 is the stream of episodes()), got {draw}")
-        rng = np.random.default_rng(
-            [seed, LEVELS.index(check_level(level)), SPLITS.index("data"), draw]
-        )
+        rng = self._data_stream(level, seed, draw)
         return [
             self.plan_episode(level, {"task": task}, rng) for task in tasks for _ in range(n_each)
         ]
+
+    def episode_stream(self, level: Level, seed: int, draw: int) -> Iterator[EpisodeSpec]:
+        """Endless episodes of ``level`` (any task) from the data split's stream numbered
+        ``draw >= 1`` (the numbering :meth:`episodes_of` uses: give the two different ones)."""
+        rng = self._data_stream(level, seed, draw)
+        while True:
+            yield self.sample_episode(level, rng)
+
+    @staticmethod
+    def _data_stream(level: Level, seed: int, draw: int) -> np.random.Generator:
+        if draw < 1:
+            raise ValueError(f"draw must be >= 1 (0 is the stream of episodes()), got {draw}")
+        return np.random.default_rng(
+            [seed, LEVELS.index(check_level(level)), SPLITS.index("data"), draw]
+        )
 
 
 class InstructionEnv(gym.Env):

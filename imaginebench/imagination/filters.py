@@ -28,7 +28,13 @@ Steps, in the order a candidate rollout meets them:
 5. **coverage** (``coverage_rounds``): the level's tasks that no kept rollout imagines get
    ``coverage_episodes`` fresh episodes each (new starts and wordings) and are imagined again,
    for up to that many extra rounds, so the file is not limited to the tasks the LM plans right
-   at its first try; what counts as covered is the other steps' verdict, never the simulator's.
+   at its first try; what counts as covered is the other steps' verdict, never the simulator's;
+6. **start difficulty** (``start_bins``, ``start_rounds``): the first round's starts are split
+   into quantile bins of their initial task potential (state-only: how far the goal is); bins
+   that hold fewer kept rollouts than an equal share get fresh episodes whose starts fall in
+   them, as many as the bin's first-round keep rate says are needed (at most
+   ``start_max_episodes`` a round), so the file is not made of the starts where the goal was
+   already near.
 
 The counts of rollouts each step removed go into the dataset's provenance and quality report.
 """
@@ -71,6 +77,9 @@ class FilterConfig:
             (``shortest``, ties by likelihood).
         coverage_rounds: extra rounds for the level's tasks that no kept rollout covers yet.
         coverage_episodes: episodes per uncovered task in each of those rounds.
+        start_bins: quantile bins of the first round's initial task potential (0: off).
+        start_rounds: extra rounds for the bins with fewer kept rollouts than an equal share.
+        start_max_episodes: at most this many fresh episodes in one such round.
     """
 
     horizon_quantile: float | None = None
@@ -84,6 +93,9 @@ class FilterConfig:
     best_by: Literal["likelihood", "shortest"] = "likelihood"
     coverage_rounds: int = 0
     coverage_episodes: int = 1
+    start_bins: int = 0
+    start_rounds: int = 0
+    start_max_episodes: int = 2000
 
     def __post_init__(self) -> None:
         if self.horizon_quantile is not None and not 0.0 < self.horizon_quantile <= 1.0:
@@ -111,6 +123,14 @@ class FilterConfig:
             raise ValueError(f"coverage_rounds must be >= 0, got {self.coverage_rounds}")
         if self.coverage_episodes < 1:
             raise ValueError(f"coverage_episodes must be >= 1, got {self.coverage_episodes}")
+        if self.start_bins < 0 or self.start_bins == 1:
+            raise ValueError(f"start_bins must be 0 (off) or >= 2, got {self.start_bins}")
+        if self.start_rounds < 0:
+            raise ValueError(f"start_rounds must be >= 0, got {self.start_rounds}")
+        if self.start_rounds and not self.start_bins:
+            raise ValueError("start_rounds fill start-difficulty bins: set start_bins too")
+        if self.start_max_episodes < 1:
+            raise ValueError(f"start_max_episodes must be >= 1, got {self.start_max_episodes}")
 
 
 @dataclass
@@ -153,6 +173,41 @@ def uncovered_tasks(tasks: Sequence[Task], kept: Sequence[ImaginedRollout]) -> l
     """The tasks (in the level's order) that no kept rollout imagines."""
     covered = {rollout.spec.task.spec() for rollout in kept}
     return [task for task in tasks if task.spec() not in covered]
+
+
+def start_potential(spec: Any) -> float:
+    """The task's shaped potential at an episode's initial state (state-only; lower is
+    farther from the goal)."""
+    state = np.asarray(spec.initial_state, dtype=np.float64)[None, None]
+    return float(np.asarray(spec.task.progress(state))[0, 0])
+
+
+def start_bin_edges(potentials: Sequence[float], bins: int) -> np.ndarray:
+    """``bins + 1`` quantile edges of the level's start potentials."""
+    if len(potentials) == 0:
+        raise ValueError("no starts to bin")
+    return np.quantile(np.asarray(potentials, dtype=float), np.linspace(0.0, 1.0, bins + 1))
+
+
+def start_bin(potentials: Sequence[float] | np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The bin of each potential (values beyond the edges go to the outer bins)."""
+    inner = np.asarray(edges)[1:-1]
+    return np.searchsorted(inner, np.asarray(potentials, dtype=float), side="right")
+
+
+def start_episodes_needed(
+    kept_bins: np.ndarray, keep_rate: np.ndarray, bins: int, budget: int
+) -> np.ndarray:
+    """Fresh episodes to draw per bin: each bin short of an equal share of the kept rollouts
+    (``ceil(kept / bins)``) gets its shortfall divided by its keep rate (a bin that kept
+    nothing counts as keeping one in its episodes), scaled down to ``budget`` in all."""
+    counts = np.bincount(np.asarray(kept_bins, dtype=int), minlength=bins)[:bins]
+    target = math.ceil(counts.sum() / bins)
+    short = np.maximum(target - counts, 0)
+    need = np.ceil(short / np.maximum(np.asarray(keep_rate, dtype=float), 1e-3)).astype(int)
+    if need.sum() > budget:
+        need = np.floor(need * budget / need.sum()).astype(int)
+    return need
 
 
 def family_horizons(

@@ -45,6 +45,10 @@ from imaginebench.imagination.filters import (
     family_horizons,
     real_horizon,
     select,
+    start_bin,
+    start_bin_edges,
+    start_episodes_needed,
+    start_potential,
     uncovered_tasks,
 )
 from imaginebench.imagination.quality import QualityReport, format_table, quality_report
@@ -173,6 +177,7 @@ def imagine_level(
         return select(imaginer.imagine(candidates, horizon, progress=progress), filters, limits)
 
     kept, counts = imagine_and_select(specs)
+    first_round = list(kept)
     tasks = suite.tasks(level)
     coverage = {"tasks": len(tasks), "covered_first_round": _covered(tasks, kept), "rounds": 0}
     for draw in range(1, filters.coverage_rounds + 1):
@@ -185,6 +190,10 @@ def imagine_level(
         kept, counts = kept + more_kept, counts + more_counts
         coverage["rounds"] = draw
     coverage["covered"] = _covered(tasks, kept)
+    if filters.start_bins:
+        kept, counts, coverage["starts"] = _fill_start_bins(
+            filters, suite, level, seed, specs, first_round, kept, counts, imagine_and_select
+        )
     seconds = time.perf_counter() - started
     has_likelihood = module.model.has_likelihood
     episodes = [
@@ -243,6 +252,70 @@ def imagine_level(
     write_text_atomically(report_path, _report_json(report, provenance))
     log.info("imagined %d rollouts in %.1f s -> %s", counts.candidates, seconds, path)
     return dataset, report
+
+
+#: stream numbers of the start-difficulty rounds' episodes, apart from the coverage rounds'
+START_DRAWS = 1000
+
+
+def _fill_start_bins(
+    filters: FilterConfig,
+    suite: Any,
+    level: str,
+    seed: int,
+    first_specs: Sequence[Any],
+    first_kept: Sequence[ImaginedRollout],
+    kept: list[ImaginedRollout],
+    counts: FilterCounts,
+    imagine_and_select: Any,
+) -> tuple[list[ImaginedRollout], FilterCounts, dict[str, Any]]:
+    """The start-difficulty rounds (:mod:`~imaginebench.imagination.filters`, step 6): fresh
+    episodes for the bins of initial potential that hold fewer kept rollouts than an equal share,
+    as many as each bin's first-round keep rate asks for."""
+    bins = filters.start_bins
+    edges = start_bin_edges([start_potential(s) for s in first_specs], bins)
+    episodes = np.bincount(
+        start_bin([start_potential(s) for s in first_specs], edges), minlength=bins
+    )
+    first = np.bincount(
+        start_bin([start_potential(r.spec) for r in first_kept], edges), minlength=bins
+    )
+    keep_rate = np.maximum(first, 1) / np.maximum(episodes, 1)
+    report: dict[str, Any] = {
+        "edges": edges.tolist(),
+        "kept_first_round": first.tolist(),
+        "rounds": 0,
+    }
+    for draw in range(1, filters.start_rounds + 1):
+        now = start_bin([start_potential(r.spec) for r in kept], edges)
+        need = start_episodes_needed(now, keep_rate, bins, filters.start_max_episodes)
+        if not need.any():
+            break
+        stream, quota, extra = (
+            suite.episode_stream(level, seed, START_DRAWS + draw),
+            need.copy(),
+            [],
+        )
+        for _ in range(50 * int(need.sum())):  # rejection sampling, bounded
+            spec = next(stream)
+            b = int(start_bin([start_potential(spec)], edges)[0])
+            if quota[b] > 0:
+                extra.append(spec)
+                quota[b] -= 1
+                if not quota.any():
+                    break
+        log.info(
+            "start-difficulty round %d: %d fresh episodes for bins %s",
+            draw,
+            len(extra),
+            need.tolist(),
+        )
+        more_kept, more_counts = imagine_and_select(extra)
+        kept, counts = kept + more_kept, counts + more_counts
+        report["rounds"] = draw
+    final = start_bin([start_potential(r.spec) for r in kept], edges)
+    report["kept"] = np.bincount(final, minlength=bins).tolist()
+    return kept, counts, report
 
 
 def _covered(tasks: Sequence[Task], kept: Sequence[ImaginedRollout]) -> int:
