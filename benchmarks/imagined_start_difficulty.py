@@ -6,7 +6,7 @@ measures each start's difficulty by the task's own shaped potential at the initi
 (state-only, no simulator: for CLEVR relations the negative gap to the goal), and reports, per
 quartile of the level's starts, how many episodes the file kept. A file whose keep rate falls
 from the near to the far starts teaches the level mostly where the goal is already close.
-Episodes from coverage rounds (new draws) are counted apart.
+Episodes from later rounds (coverage, start difficulty: new draws) are counted apart.
 
     python benchmarks/imagined_start_difficulty.py imaginebench/datasets/clevr/imaginary_rephrase.h5
 """
@@ -19,10 +19,7 @@ import numpy as np
 
 from imaginebench.data.format import load_dataset
 from imaginebench.envs import get_domain
-
-
-def initial_potential(task, state: np.ndarray) -> float:
-    return float(task.progress(np.asarray(state, dtype=np.float64)[None, None])[0, 0])
+from imaginebench.imagination.filters import start_bin, start_bin_edges, start_potential
 
 
 def keep_rates(path: str, bins: int = 4) -> list[dict[str, float]]:
@@ -35,7 +32,7 @@ def keep_rates(path: str, bins: int = 4) -> list[dict[str, float]]:
         .episodes(level, int(provenance["rollouts_requested"]), seed, split="data")
     )
     starts = np.stack([np.asarray(spec.initial_state, dtype=np.float32) for spec in specs])
-    potential = np.array([initial_potential(spec.task, spec.initial_state) for spec in specs])
+    potential = [start_potential(spec) for spec in specs]
     kept = np.zeros(len(specs), dtype=bool)
     later = []
     for index in range(len(data)):
@@ -45,8 +42,8 @@ def keep_rates(path: str, bins: int = 4) -> list[dict[str, float]]:
             kept[match[0]] = True
         else:
             later.append(index)
-    edges = np.quantile(potential, np.linspace(0, 1, bins + 1))
-    which = np.clip(np.searchsorted(edges, potential, side="right") - 1, 0, bins - 1)
+    edges = start_bin_edges(potential, bins)
+    which = start_bin(potential, edges)
     rows = [
         {
             "bin": b,
@@ -71,7 +68,7 @@ def main() -> None:
         total = rows.pop()
         print(
             f"\n{path}: {total['kept']} of {total['episodes']} first-round episodes kept, "
-            f"{total['later']} kept rollouts from coverage rounds"
+            f"{total['later']} kept rollouts from later rounds (coverage, start difficulty)"
         )
         print("| start difficulty (initial potential) | episodes | kept | keep rate |")
         print("|---|---|---|---|")

@@ -1541,9 +1541,9 @@ def test_start_difficulty_rounds_draw_fresh_episodes_for_the_far_starts():
     assert after[3] == 100 and after[:3].min() >= 0.8 * after.sum() / 4  # evened out
     assert len({tuple(r.spec.initial_state) for r in kept}) == len(kept)  # fresh starts
     # the arithmetic: shortfalls of an equal share divided by the keep rates, within a budget
-    kept_bins, rates = np.array([0, 0] + [2] * 10), np.array([0.1, 0.5, 1.0])  # [2, 0, 10] kept
-    assert start_episodes_needed(kept_bins, rates, 3, 100).tolist() == [20, 8, 0]  # share 4
-    assert start_episodes_needed(kept_bins, rates, 3, 14).tolist() == [10, 4, 0]  # the budget
+    kept_per_bin, rates = np.array([2, 0, 10]), np.array([0.1, 0.5, 1.0])
+    assert start_episodes_needed(kept_per_bin, rates, 100).tolist() == [20, 8, 0]  # share 4
+    assert start_episodes_needed(kept_per_bin, rates, 14).tolist() == [10, 4, 0]  # the budget
     with pytest.raises(ValueError, match="start_bins"):
         FilterConfig(start_rounds=1)
     with pytest.raises(ValueError, match="start_bins must be"):

@@ -195,14 +195,12 @@ def start_bin(potentials: Sequence[float] | np.ndarray, edges: np.ndarray) -> np
     return np.searchsorted(inner, np.asarray(potentials, dtype=float), side="right")
 
 
-def start_episodes_needed(
-    kept_bins: np.ndarray, keep_rate: np.ndarray, bins: int, budget: int
-) -> np.ndarray:
-    """Fresh episodes to draw per bin: each bin short of an equal share of the kept rollouts
-    (``ceil(kept / bins)``) gets its shortfall divided by its keep rate (a bin that kept
-    nothing counts as keeping one in its episodes), scaled down to ``budget`` in all."""
-    counts = np.bincount(np.asarray(kept_bins, dtype=int), minlength=bins)[:bins]
-    target = math.ceil(counts.sum() / bins)
+def start_episodes_needed(kept: np.ndarray, keep_rate: np.ndarray, budget: int) -> np.ndarray:
+    """Fresh episodes to draw per bin, given the kept rollouts per bin: each bin short of an
+    equal share (``ceil(kept / bins)``) gets its shortfall divided by its keep rate, scaled
+    down to ``budget`` in all."""
+    counts = np.asarray(kept, dtype=int)
+    target = math.ceil(counts.sum() / len(counts))
     short = np.maximum(target - counts, 0)
     need = np.ceil(short / np.maximum(np.asarray(keep_rate, dtype=float), 1e-3)).astype(int)
     if need.sum() > budget:

@@ -273,29 +273,28 @@ def _fill_start_bins(
     episodes for the bins of initial potential that hold fewer kept rollouts than an equal share,
     as many as each bin's first-round keep rate asks for."""
     bins = filters.start_bins
-    edges = start_bin_edges([start_potential(s) for s in first_specs], bins)
-    episodes = np.bincount(
-        start_bin([start_potential(s) for s in first_specs], edges), minlength=bins
-    )
-    first = np.bincount(
-        start_bin([start_potential(r.spec) for r in first_kept], edges), minlength=bins
-    )
-    keep_rate = np.maximum(first, 1) / np.maximum(episodes, 1)
+    level_starts = [start_potential(s) for s in first_specs]
+    edges = start_bin_edges(level_starts, bins)
+
+    def per_bin(specs: Sequence[Any]) -> np.ndarray:
+        return np.bincount(start_bin([start_potential(s) for s in specs], edges), minlength=bins)
+
+    episodes = np.bincount(start_bin(level_starts, edges), minlength=bins)
+    first = per_bin([r.spec for r in first_kept])
+    keep_rate = np.maximum(first, 1) / np.maximum(episodes, 1)  # a bin that kept none: one
     report: dict[str, Any] = {
         "edges": edges.tolist(),
         "kept_first_round": first.tolist(),
         "rounds": 0,
     }
     for draw in range(1, filters.start_rounds + 1):
-        now = start_bin([start_potential(r.spec) for r in kept], edges)
-        need = start_episodes_needed(now, keep_rate, bins, filters.start_max_episodes)
+        need = start_episodes_needed(
+            per_bin([r.spec for r in kept]), keep_rate, filters.start_max_episodes
+        )
         if not need.any():
             break
-        stream, quota, extra = (
-            suite.episode_stream(level, seed, START_DRAWS + draw),
-            need.copy(),
-            [],
-        )
+        stream = suite.episode_stream(level, seed, START_DRAWS + draw)
+        quota, extra = need.copy(), []
         for _ in range(50 * int(need.sum())):  # rejection sampling, bounded
             spec = next(stream)
             b = int(start_bin([start_potential(spec)], edges)[0])
@@ -313,8 +312,7 @@ def _fill_start_bins(
         more_kept, more_counts = imagine_and_select(extra)
         kept, counts = kept + more_kept, counts + more_counts
         report["rounds"] = draw
-    final = start_bin([start_potential(r.spec) for r in kept], edges)
-    report["kept"] = np.bincount(final, minlength=bins).tolist()
+    report["kept"] = per_bin([r.spec for r in kept]).tolist()
     return kept, counts, report
 
 
