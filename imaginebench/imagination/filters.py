@@ -279,7 +279,13 @@ def select(
 def largest_progress_drop(rollout: ImaginedRollout) -> float:
     """The largest one-step fall of the rollout's task potential on its imagined states
     (0 when it never falls)."""
-    potential = np.asarray(rollout.spec.task.progress(rollout.states[None]), dtype=float)[0]
+    return largest_potential_drop(rollout.spec.task, rollout.states)
+
+
+def largest_potential_drop(task: Task, states: np.ndarray) -> float:
+    """The largest one-step fall of ``task.progress`` along one episode's states ``(T, d)``
+    (index 0 = the initial state); 0 when it never falls."""
+    potential = np.asarray(task.progress(np.asarray(states)[None]), dtype=float)[0]
     return float(max(0.0, -np.diff(potential).min(initial=0.0)))
 
 
