@@ -17,19 +17,17 @@ filter recorded in the file's provenance (``post_filter``).
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 
 import numpy as np
 
 from imaginebench.data.format import RolloutDataset, load_dataset, save_dataset
 from imaginebench.envs.base import Task
-from imaginebench.imagination.filters import family_horizons, largest_potential_drop
-
-
-def families(data: RolloutDataset) -> list[str]:
-    """The task family of every episode."""
-    return [json.loads(data.tasks[i])["family"] for i in data.episode_task]
+from imaginebench.imagination.filters import (
+    episode_families,
+    family_horizons,
+    largest_potential_drop,
+)
 
 
 def keep_mask(
@@ -40,7 +38,7 @@ def keep_mask(
     """``(episodes,)`` bool: the episodes that pass both steps (a step left ``None`` passes)."""
     lengths = data.episode_lengths()
     keep = np.ones(len(data), dtype=bool)
-    for i, family in enumerate(families(data)):
+    for i, family in enumerate(episode_families(data)):
         if family_limits is not None and lengths[i] > family_limits.get(family, lengths[i]):
             keep[i] = False
         elif max_progress_drop is not None:
@@ -75,12 +73,17 @@ def main() -> None:
     if args.family_horizon is not None:
         real = load_dataset(args.family_horizon)
         limits = family_horizons(
-            families(real), real.episode_lengths(), real.episode_success, args.quantile, args.scale
+            episode_families(real),
+            real.episode_lengths(),
+            real.episode_success,
+            args.quantile,
+            args.scale,
         )
         print("family limits (steps):", limits)
     keep = keep_mask(data, args.max_progress_drop, limits)
 
-    all_families, kept_families = Counter(families(data)), Counter(families(data.select(keep)))
+    kept = data.select(keep)
+    all_families, kept_families = Counter(episode_families(data)), Counter(episode_families(kept))
     print(
         f"kept {int(keep.sum())} of {len(data)} episodes, "
         f"{len(set(data.episode_task[keep].tolist()))} of "
@@ -89,7 +92,6 @@ def main() -> None:
     for family, n in sorted(all_families.items()):
         print(f"  {family}: {kept_families.get(family, 0)} of {n}")
 
-    kept = data.select(keep)
     kept.provenance["post_filter"] = {
         "source": args.file,
         "max_progress_drop": args.max_progress_drop,

@@ -14,6 +14,7 @@ import numpy as np
 from imaginebench.data.format import load_dataset
 from imaginebench.data.shipped import resolve_data_path
 from imaginebench.envs.base import Task
+from imaginebench.imagination.filters import episode_families
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "post_filter.py"
@@ -41,7 +42,7 @@ def test_progress_rule_keeps_exactly_the_episodes_whose_potential_never_falls():
 
 def test_family_rule_drops_the_episodes_longer_than_their_family_limit():
     data = load_dataset(FILE)
-    lengths, families = data.episode_lengths(), post_filter.families(data)
+    lengths, families = data.episode_lengths(), episode_families(data)
     limits = {family: 6 for family in set(families)}
     keep = post_filter.keep_mask(data, family_limits=limits)
     np.testing.assert_array_equal(keep, lengths <= 6)

@@ -44,13 +44,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from imaginebench.config import as_config
 from imaginebench.envs.base import Task
 from imaginebench.imagination.decoder import ImaginedRollout
+
+if TYPE_CHECKING:
+    from imaginebench.data.dataset import RolloutDataset
 
 
 @dataclass
@@ -206,6 +209,12 @@ def start_episodes_needed(kept: np.ndarray, keep_rate: np.ndarray, budget: int) 
     if need.sum() > budget:
         need = np.floor(need * budget / need.sum()).astype(int)
     return need
+
+
+def episode_families(data: RolloutDataset) -> np.ndarray:
+    """``(episodes,)`` the task family of every episode of a dataset (each task parsed once)."""
+    family_of_task = np.array([Task.from_spec(spec).family for spec in data.tasks])
+    return family_of_task[data.episode_task]
 
 
 def family_horizons(

@@ -42,6 +42,7 @@ from imaginebench.imagination.decoder import DecodingConfig, ImaginedRollout, Im
 from imaginebench.imagination.filters import (
     FilterConfig,
     FilterCounts,
+    episode_families,
     family_horizons,
     real_horizon,
     select,
@@ -137,9 +138,8 @@ def imagine_level(
     horizon = horizon or limit
     limits = None
     if filters.family_horizon_scale is not None:
-        family_of_task = np.array([Task.from_spec(spec).family for spec in real.tasks])
         limits = family_horizons(
-            family_of_task[real.episode_task],
+            episode_families(real),
             real.episode_lengths(),
             real.episode_success,
             filters.horizon_quantile,
