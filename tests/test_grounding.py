@@ -1379,6 +1379,65 @@ def test_coverage_rounds_imagine_the_tasks_no_kept_rollout_covers(tmp_path):
     assert len(limited) == 3 and limited.provenance["filtered"]["too_long"] == 0
 
 
+def test_an_interrupted_imagination_resumes_to_the_uninterrupted_dataset(
+    real_path, tmp_path, monkeypatch
+):
+    """Decoded batches are journaled beside the output: rerunning a run killed after two
+    batches decodes only the rest and writes the dataset an uninterrupted run writes; the
+    journal goes when the dataset is written, and one left by other settings is refused."""
+    from imaginebench.imagination.journal import journal_path
+    from imaginebench.imagination.run import imagine_level
+
+    ckpt = _fitted_checkpoint(tmp_path, _datamodule(real_path))
+    decoded = []
+    original = Imaginer._batch
+
+    def batch(self, specs, horizon, start):
+        if len(decoded) == 2 and interrupt:
+            raise KeyboardInterrupt  # the process is killed while decoding its third batch
+        decoded.append(len(specs))
+        return original(self, specs, horizon, start)
+
+    monkeypatch.setattr(Imaginer, "_batch", batch)
+
+    def imagine(out, seed=0):
+        return imagine_level(
+            "easy",
+            str(ckpt),
+            str(tmp_path / out),
+            rollouts=5,
+            seed=seed,
+            horizon=4,
+            progress=False,
+            decoding={"strategy": "sample", "batch_size": 2},
+            filters={"best_of": 2},
+        )
+
+    interrupt = False
+    whole, _ = imagine("whole.h5")
+    assert decoded == [2, 2, 2, 2, 2] and not journal_path(tmp_path / "whole.h5").exists()
+    decoded.clear()
+    interrupt = True
+    with pytest.raises(KeyboardInterrupt):
+        imagine("resumed.h5")
+    journal = journal_path(tmp_path / "resumed.h5")
+    assert len(list(journal.glob("batch_*.npz"))) == 2 and not (tmp_path / "resumed.h5").exists()
+    with pytest.raises(ValueError, match="other settings"):
+        imagine("resumed.h5", seed=1)
+    decoded.clear()
+    interrupt = False
+    resumed, _ = imagine("resumed.h5")
+    assert decoded == [2, 2, 2]  # the two journaled batches were read back, not decoded
+    assert not journal.exists()
+    assert len(resumed) == len(whole)
+    for i in range(len(whole)):
+        a, b = whole.episode(i), resumed.episode(i)
+        assert a.instruction == b.instruction
+        np.testing.assert_array_equal(a.states, b.states)
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.confidence["likelihood"], b.confidence["likelihood"])
+
+
 def test_episodes_of_given_tasks_are_seeded_apart_from_the_level_draw():
     suite = get_domain("babyai").make_suite()
     tasks = list(suite.tasks("rephrase"))[:3]
@@ -1478,8 +1537,10 @@ def test_progress_filter_drops_rollouts_whose_imagined_potential_falls_on_the_wa
         spec = EpisodeSpec(task, "x", states[0], "easy")
         return ImaginedRollout(spec, states, np.zeros(len(travels) - 1), True, False, False, ll)
 
-    monotone, detour, jitter = rollout([0, 0.1, 0.25]), rollout([0, 0.1, -0.05, 0.25]), rollout(
-        [0, 0.1, 0.0995, 0.25]
+    monotone, detour, jitter = (
+        rollout([0, 0.1, 0.25]),
+        rollout([0, 0.1, -0.05, 0.25]),
+        rollout([0, 0.1, 0.0995, 0.25]),
     )
     assert largest_progress_drop(monotone) == 0.0
     assert largest_progress_drop(detour) == pytest.approx(0.15)
@@ -1488,8 +1549,9 @@ def test_progress_filter_drops_rollouts_whose_imagined_potential_falls_on_the_wa
     kept, counts = select([monotone, detour, jitter], config)
     assert kept == [monotone, jitter] and counts.regressing == 1
     # best of 2: the more likely candidate loses when it regresses
-    kept, counts = select([rollout([0, 0.1, -0.05, 0.25], ll=-1.0), monotone], dataclasses.replace(
-        config, best_of=2))
+    kept, counts = select(
+        [rollout([0, 0.1, -0.05, 0.25], ll=-1.0), monotone], dataclasses.replace(config, best_of=2)
+    )
     assert kept == [monotone] and counts.regressing == 1 and counts.less_likely == 0
     assert select([detour], FilterConfig())[1].regressing == 0  # off by default
     assert len(select([detour], FilterConfig(max_progress_drop=0.2))[0]) == 1
@@ -1518,6 +1580,7 @@ def test_start_difficulty_rounds_draw_fresh_episodes_for_the_far_starts():
     potentials = np.array([start_potential(s) for s in specs])
     edges = start_bin_edges(potentials, 4)
     assert np.bincount(start_bin(potentials, edges), minlength=4).tolist() == [100] * 4
+
     # a stand-in for the LM and filters: keeps every candidate in the nearest bin and one in
     # five (by a fixed rule on the start) in the farthest bins
     def imagine_and_select(episodes):

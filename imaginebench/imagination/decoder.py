@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import numpy as np
 import torch
@@ -38,6 +38,9 @@ from imaginebench.config import as_config
 from imaginebench.data.dataset import Episode
 from imaginebench.envs.base import EpisodeSpec
 from imaginebench.modules.grounding.sequences import to_device
+
+if TYPE_CHECKING:
+    from imaginebench.imagination.journal import Journal
 
 Strategy = Literal["greedy", "sample"]
 
@@ -179,6 +182,9 @@ class Imaginer:
         dynamics: ``(states (B, D), actions) -> next states (B, D)``, a model of the domain's
             dynamics learned from real data (never the simulator); when given, it advances the
             state and the LM only chooses the actions (its state head's prediction is unused).
+        journal: a :class:`~imaginebench.imagination.journal.Journal` that stores each decoded
+            batch with the random state after it, and gives stored batches back instead of
+            decoding them again (an interrupted run resumes where it stopped).
     """
 
     def __init__(
@@ -190,8 +196,11 @@ class Imaginer:
         legal: Callable[[np.ndarray], np.ndarray] | None = None,
         illegal_retries: int = 0,
         dynamics: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
+        self.journal = journal
+        self.batches_decoded = 0  # batch number in the journal, over every call of imagine()
         self.dynamics = dynamics
         self.module = module
         self.integer_states = integer_states
@@ -232,10 +241,25 @@ class Imaginer:
         batches = range(0, len(specs), size)
         bar = tqdm(total=len(specs), desc="imagining", unit="rollout", disable=not progress)
         for first in batches:
-            out += self._batch(specs[first : first + size], horizon, start)
+            out += self._journaled_batch(specs[first : first + size], horizon, start)
             bar.update(len(specs[first : first + size]))
         bar.close()
         return out
+
+    def _journaled_batch(
+        self, specs: list[EpisodeSpec], horizon: int, start: int
+    ) -> list[ImaginedRollout]:
+        """:meth:`_batch`, or its rollouts and random state read back from the journal."""
+        index, self.batches_decoded = self.batches_decoded, self.batches_decoded + 1
+        stored = self.journal.load(index, specs) if self.journal is not None else None
+        if stored is not None:
+            rollouts, random_state = stored
+            self.generator.set_state(random_state)
+            return rollouts
+        rollouts = self._batch(specs, horizon, start)
+        if self.journal is not None:
+            self.journal.save(index, rollouts, self.generator.get_state())
+        return rollouts
 
     def _act(
         self,

@@ -7,6 +7,8 @@ by the task's success function, given their confidence per transition (the LM's 
 each step where the model has one; with ``ensemble_confidence`` also the dynamics ensemble's,
 see :mod:`~imaginebench.imagination.confidence`), written atomically as an imaginary dataset
 with provenance, and scored by the quality report (printed and saved beside the dataset).
+Decoded batches are journaled in ``<out>.partial/`` until the dataset is written, so rerunning
+an interrupted command resumes it (:mod:`~imaginebench.imagination.journal`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from imaginebench.imagination.filters import (
     start_potential,
     uncovered_tasks,
 )
+from imaginebench.imagination.journal import Journal, journal_path
 from imaginebench.imagination.quality import QualityReport, format_table, quality_report
 from imaginebench.imagination.score import fit_ensemble_on, with_confidence
 
@@ -158,6 +161,24 @@ def imagine_level(
     scorer = how = None
     if needs_ensemble:
         scorer, how = fit_ensemble_on(real_path, ensemble, progress, loaded=real)
+    checkpoint_sha256 = file_sha256(checkpoint)
+    journal = Journal(
+        journal_path(path),
+        {
+            "domain": domain,
+            "level": level,
+            "checkpoint_sha256": checkpoint_sha256,
+            "rollouts": rollouts,
+            "seed": seed,
+            "horizon": horizon,
+            "decoding": asdict(decoding),
+            "filters": asdict(filters),
+            "state_model": state_model,
+            "ensemble": None
+            if state_model == "lm"
+            else {"settings": how["ensemble"], "real_sha256": how["real_sha256"]},
+        },
+    )
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
@@ -169,6 +190,7 @@ def imagine_level(
         legal,
         filters.illegal_retries,
         dynamics=scorer.next_states if state_model == "ensemble" else None,
+        journal=journal,
     )
 
     def imagine_and_select(episodes: list) -> tuple[list, FilterCounts]:
@@ -205,13 +227,14 @@ def imagine_level(
         for r in kept
     ]
     if not episodes:
+        journal.remove()  # the run has ended: a rerun would decode the same rollouts
         raise ValueError(f"no imagined rollout survived the filters ({counts}); nothing to write")
     hp = module.hparams
     provenance = {
         "generator": "imaginebench imagine",
         "model": hp.get("lm") if hp.get("lm_config") is None else "random-init",
         "adapter_checkpoint": str(checkpoint),
-        "adapter_checkpoint_sha256": file_sha256(checkpoint),
+        "adapter_checkpoint_sha256": checkpoint_sha256,
         "seed": seed,
         "level": level,
         "rollouts_requested": rollouts,
@@ -250,6 +273,7 @@ def imagine_level(
     save_dataset(dataset, path, overwrite=overwrite)
     report_path = path.with_suffix(".quality.json")
     write_text_atomically(report_path, _report_json(report, provenance))
+    journal.remove()
     log.info("imagined %d rollouts in %.1f s -> %s", counts.candidates, seconds, path)
     return dataset, report
 
