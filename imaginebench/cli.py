@@ -3,7 +3,8 @@
 ``imaginebench fit|validate|test -c CONFIG`` trains and scores (LightningCLI); ``collect``,
 ``info``, ``import-kalm``, ``import-libero`` and ``export-minari`` / ``import-minari`` manage
 datasets; ``render`` draws an episode as a GIF or MP4; ``imagine`` writes imaginary datasets and
-``score-imaginary`` adds confidence to them; ``benchmark -c FILE`` runs a grid of fits and
+``score-imaginary`` adds confidence to them, ``refilter`` applies filter steps to them again;
+``benchmark -c FILE`` runs a grid of fits and
 ``report RUNS_DIR`` tabulates and plots it.
 """
 
@@ -195,6 +196,30 @@ def _relabel(args: argparse.Namespace) -> int:
             f"{path}: {changed} of {len(before)} episodes relabelled"
             + (f", {dropped} dropped (no longer successful)" if args.drop_unsuccessful else "")
         )
+    return 0
+
+
+def _refilter(args: argparse.Namespace) -> int:
+    from imaginebench.imagination.quality import format_table
+    from imaginebench.imagination.refilter import refilter_file
+
+    kept, report, per_family = refilter_file(
+        args.file,
+        args.out,
+        args.max_progress_drop,
+        args.family_horizon,
+        args.quantile,
+        args.scale,
+        args.overwrite,
+    )
+    record = kept.provenance["post_filter"]
+    print(f"kept {record['kept']} of {record['of']} episodes")
+    for family, (n, of) in per_family.items():
+        print(f"  {family}: {n} of {of}")
+    if record["family_horizon"] is not None:
+        print("family limits (steps):", record["family_horizon"]["limits"])
+    print(format_table([report]))
+    print(f"wrote {args.out}")
     return 0
 
 
@@ -513,6 +538,32 @@ def build_parser() -> argparse.ArgumentParser:
         "own-success filter applied again)",
     )
     p.set_defaults(func=_relabel)
+
+    p = sub.add_parser(
+        "refilter",
+        help="apply imagination's state-only filter steps (max_progress_drop, a family length "
+        "limit from real data) to an imaginary file that exists; writes the kept episodes and "
+        "their quality report (docs/grounding.md#filters-filters-of-imaginebench-imagine)",
+    )
+    p.add_argument("file", help="imaginary dataset file (.h5)")
+    p.add_argument("--out", required=True, help="where to write the kept episodes")
+    p.add_argument(
+        "--max-progress-drop",
+        type=float,
+        default=None,
+        help="largest fall of the task's state-only potential allowed at one step (0: none)",
+    )
+    p.add_argument(
+        "--family-horizon",
+        metavar="REAL",
+        default=None,
+        help="real dataset file: each task family's limit is the --quantile of its successful "
+        "episode lengths times --scale",
+    )
+    p.add_argument("--quantile", type=float, default=0.95)
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--overwrite", action="store_true", help="replace --out (may be FILE)")
+    p.set_defaults(func=_refilter)
 
     p = sub.add_parser(
         "benchmark",

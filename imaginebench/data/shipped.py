@@ -60,6 +60,15 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         if isinstance(fitted, dict) and isinstance(fitted.get(name), dict):  # its settings
             command += f"--{name} '{json.dumps(fitted[name], sort_keys=True)}' "
     command += f"--out {out} --overwrite true"
+    if refiltered := provenance.get("post_filter"):  # imaginebench refilter, in place
+        command += f" && imaginebench refilter {out} --out {out} --overwrite"
+        if refiltered.get("max_progress_drop") is not None:
+            command += f" --max-progress-drop {refiltered['max_progress_drop']}"
+        if family := refiltered.get("family_horizon"):
+            command += (
+                f" --family-horizon {family['real']} --quantile {family['quantile']} "
+                f"--scale {family['scale']}"
+            )
     for step in provenance.get("relabelled", []):
         command += f" && imaginebench relabel {out} --reason {json.dumps(step['reason'])}"
         if "dropped_unsuccessful" in step:

@@ -1,0 +1,114 @@
+"""``imaginebench refilter``: imagination's state-only filter steps on a file that exists.
+
+Two steps of ``filters:`` (:mod:`~imaginebench.imagination.filters`) can be applied after the
+fact, without imagining again: ``max_progress_drop`` keeps the episodes whose task potential
+(the state-only ``Task.progress`` of the imagined states) never falls by more than that at one
+step; ``family_limits`` keeps the episodes no longer than their task family's limit (from a
+real file's successful lengths). Inside ``imaginebench imagine`` the same steps may pick another
+candidate of the same episode; here an episode that fails is dropped. Neither step runs the
+simulator. The kept episodes are written unchanged, the step recorded in the provenance
+(``post_filter``), and the quality report beside the output is recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from imaginebench.data.atomic import check_output_path, write_text_atomically
+from imaginebench.data.dataset import RolloutDataset
+from imaginebench.data.format import load_dataset
+from imaginebench.data.hdf5 import save_dataset
+from imaginebench.data.schema import SOURCES
+from imaginebench.envs.base import Task
+from imaginebench.imagination.filters import (
+    episode_families,
+    family_horizons,
+    largest_potential_drop,
+)
+from imaginebench.imagination.quality import QualityReport, quality_report
+
+
+def keep_mask(
+    data: RolloutDataset,
+    max_progress_drop: float | None = None,
+    family_limits: dict[str, int] | None = None,
+) -> np.ndarray:
+    """``(episodes,)`` bool: the episodes that pass both steps (a step left ``None`` passes;
+    a family without a limit passes)."""
+    lengths = data.episode_lengths()
+    keep = np.ones(len(data), dtype=bool)
+    for i, family in enumerate(episode_families(data)):
+        if family_limits is not None and lengths[i] > family_limits.get(family, lengths[i]):
+            keep[i] = False
+        elif max_progress_drop is not None:
+            episode = data.episode(i)
+            drop = largest_potential_drop(Task.from_spec(episode.task_spec), episode.states)
+            keep[i] = drop <= max_progress_drop
+    return keep
+
+
+def refilter_file(
+    path: str | Path,
+    out: str | Path,
+    max_progress_drop: float | None = None,
+    family_horizon: str | Path | None = None,
+    quantile: float = 0.95,
+    scale: float = 1.0,
+    overwrite: bool = False,
+) -> tuple[RolloutDataset, QualityReport, dict[str, tuple[int, int]]]:
+    """Write the episodes of the imaginary file ``path`` that pass the steps to ``out`` (and
+    ``<out stem>.quality.json``); return them, their quality and ``family -> (kept, of)``.
+
+    Args:
+        max_progress_drop: the largest fall of the task potential allowed at one step.
+        family_horizon: a real dataset file; each family's limit is the ``quantile`` of its
+            successful episode lengths times ``scale`` (rounded up).
+        overwrite: replace ``out`` (``out`` may be ``path`` itself).
+    """
+    if max_progress_drop is None and family_horizon is None:
+        raise ValueError("give max_progress_drop, family_horizon or both")
+    if max_progress_drop is not None and max_progress_drop < 0:
+        raise ValueError(f"max_progress_drop must be >= 0, got {max_progress_drop}")
+    out = Path(out)
+    check_output_path(out, overwrite)
+    data = load_dataset(path)
+    if not np.all(data.episode_source == SOURCES.index("imaginary")):
+        raise ValueError(f"{path} holds real episodes: refilter applies to imaginary files")
+    limits = None
+    if family_horizon is not None:
+        real = load_dataset(family_horizon)
+        limits = family_horizons(
+            episode_families(real),
+            real.episode_lengths(),
+            real.episode_success,
+            quantile,
+            scale,
+        )
+    keep = keep_mask(data, max_progress_drop, limits)
+    if not keep.any():
+        raise ValueError(f"no episode of {path} passes the steps; nothing to write")
+    kept = data.select(keep)
+    families = Counter(episode_families(data))
+    kept_families = Counter(episode_families(kept))
+    per_family = {f: (kept_families.get(f, 0), n) for f, n in sorted(families.items())}
+    kept.provenance["post_filter"] = {
+        "source": str(path),
+        "max_progress_drop": max_progress_drop,
+        "family_horizon": None
+        if limits is None
+        else {"real": str(family_horizon), "quantile": quantile, "scale": scale, "limits": limits},
+        "kept": int(keep.sum()),
+        "of": len(data),
+    }
+    level = kept.provenance.get("level") or data.episode(0).level
+    report = quality_report(kept.domain, level, [kept.episode(i) for i in range(len(kept))])
+    save_dataset(kept, out, overwrite=overwrite)
+    write_text_atomically(
+        out.with_suffix(".quality.json"),
+        json.dumps({"quality": report.to_dict(), "provenance": kept.provenance}, indent=2) + "\n",
+    )
+    return kept, report, per_family
