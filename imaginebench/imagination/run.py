@@ -158,9 +158,6 @@ def imagine_level(
     spec = get_domain(domain)
     suite = spec.make_suite()
     specs = suite.episodes(level, rollouts, seed, split="data")
-    scorer = how = None
-    if needs_ensemble:
-        scorer, how = fit_ensemble_on(real_path, ensemble, progress, loaded=real)
     checkpoint_sha256 = file_sha256(checkpoint)
     journal = Journal(
         journal_path(path),
@@ -176,9 +173,17 @@ def imagine_level(
             "state_model": state_model,
             "ensemble": None
             if state_model == "lm"
-            else {"settings": how["ensemble"], "real_sha256": how["real_sha256"]},
+            else {
+                "settings": asdict(
+                    as_config(ensemble, EnsembleConfig, "ensemble") or EnsembleConfig()
+                ),
+                "real_sha256": file_sha256(real_path),
+            },
         },
     )
+    scorer = how = None
+    if needs_ensemble:
+        scorer, how = fit_ensemble_on(real_path, ensemble, progress, loaded=real)
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
