@@ -1384,7 +1384,9 @@ def test_an_interrupted_imagination_resumes_to_the_uninterrupted_dataset(
 ):
     """Decoded batches are journaled beside the output: rerunning a run killed after two
     batches decodes only the rest and writes the dataset an uninterrupted run writes; the
-    journal goes when the dataset is written, and one left by other settings is refused."""
+    journal goes when the dataset is written, and one left by other settings is refused. The
+    states come from the dynamics ensemble, as in the imagine configs: it is fitted again on
+    resume and must come out the same."""
     from imaginebench.imagination.journal import journal_path
     from imaginebench.imagination.run import imagine_level
 
@@ -1411,6 +1413,8 @@ def test_an_interrupted_imagination_resumes_to_the_uninterrupted_dataset(
             progress=False,
             decoding={"strategy": "sample", "batch_size": 2},
             filters={"best_of": 2},
+            state_model="ensemble",  # refitted on resume: it must come out the same
+            ensemble={"members": 2, "hidden": [16], "max_steps": 20, "eval_every": 10},
         )
 
     interrupt = False
