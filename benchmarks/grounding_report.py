@@ -48,21 +48,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", default="clevr")
     parser.add_argument(
-        "--log-dir", default=None, help="default: runs/grounding_<domain>/version_0"
+        "--log-dir",
+        nargs="+",
+        default=None,
+        help="default: runs/grounding_<domain>/version_0; several for a run resumed elsewhere "
+        "(their logs are joined in step order)",
     )
     parser.add_argument("--config", default=None, help="default: configs/grounding_<domain>.yaml")
     parser.add_argument("--window", type=int, default=50, help="steps per row of the curve")
     parser.add_argument("--out", default=None, help="default: docs/results/grounding_<domain>.md")
     args = parser.parse_args()
-    args.log_dir = args.log_dir or f"runs/grounding_{args.domain}/version_0"
+    args.log_dir = args.log_dir or [f"runs/grounding_{args.domain}/version_0"]
     args.config = args.config or str(ROOT / "configs" / f"grounding_{args.domain}.yaml")
     args.out = args.out or str(ROOT / "docs" / "results" / f"grounding_{args.domain}.md")
-    events = EventAccumulator(args.log_dir, size_guidance={"scalars": 0})
-    events.Reload()
-    scalars = events.Tags()["scalars"]
+    logs = [EventAccumulator(d, size_guidance={"scalars": 0}) for d in args.log_dir]
+    for log in logs:
+        log.Reload()
+    scalars = set().union(*(log.Tags()["scalars"] for log in logs))
 
     def series(tag: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        rows = events.Scalars(tag)
+        rows = sorted(
+            (r for log in logs if tag in log.Tags()["scalars"] for r in log.Scalars(tag)),
+            key=lambda r: (r.step, r.wall_time),
+        )
         return (
             np.array([r.step for r in rows]),
             np.array([r.value for r in rows]),
@@ -105,7 +113,7 @@ def main() -> None:
             "",
             f"`imaginebench fit -c {Path(args.config).relative_to(ROOT)}`, summarised by "
             f"`python benchmarks/grounding_report.py --domain {args.domain} --log-dir "
-            f"{args.log_dir}` "
+            f"{' '.join(args.log_dir)}` "
             f"({platform.machine()}, CPU, 2 cores).",
             "",
             f"SmolLM2-135M-Instruct (`{model['lm']}`, {model['precision']}), LoRA rank "
