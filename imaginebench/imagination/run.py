@@ -379,7 +379,9 @@ def parse_arguments(argv: list[str]) -> dict:
     parser = ArgumentParser(
         prog="imaginebench imagine",
         description="Imagine rollouts for a level's novel tasks with a fine-tuned grounding "
-        "checkpoint, write them as an imaginary dataset and print their quality.",
+        "checkpoint, write them as an imaginary dataset and print their quality. Decoded "
+        "batches are kept in <out>.partial/ until the dataset is written: rerun an interrupted "
+        "command to resume it.",
     )
     parser.add_argument("-c", "--config", action=ActionConfigFile)
     parser.add_function_arguments(imagine_level)
