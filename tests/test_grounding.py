@@ -1042,7 +1042,10 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
         max_steps=2, val_check_interval=2, limit_val_batches=1, enable_progress_bar=False
     )
     cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(tmp_path / "runs")
-    cfg["trainer"]["callbacks"][0]["init_args"]["dirpath"] = str(tmp_path / "ckpt")
+    checkpoints = [c for c in cfg["trainer"]["callbacks"] if "dirpath" in c["init_args"]]
+    for callback in checkpoints:  # every checkpoint callback (last and best): never runs/
+        callback["init_args"]["dirpath"] = str(tmp_path / "ckpt")
+    assert len(checkpoints) == 2
     cfg["data"]["init_args"].update(real=str(real_path), batch_size=4)
     config = tmp_path / "grounding.yaml"
     config.write_text(yaml.safe_dump(cfg))
