@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
+from imaginebench.data.atomic import write_text_atomically
 from imaginebench.data.dataset import Episode
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import EpisodeSpec, Task
@@ -104,3 +106,12 @@ def format_table(reports: Sequence[QualityReport]) -> str:
 def save_reports(reports: Sequence[QualityReport], path: str) -> None:
     with open(path, "w") as f:
         json.dump([r.to_dict() for r in reports], f, indent=2)
+
+
+def save_report_beside(dataset_path: str | Path, report: QualityReport, provenance: Any) -> Path:
+    """Write ``{"quality": ..., "provenance": ...}`` atomically to the dataset file's
+    ``<stem>.quality.json``; return that path."""
+    path = Path(dataset_path).with_suffix(".quality.json")
+    body = {"quality": report.to_dict(), "provenance": provenance}
+    write_text_atomically(path, json.dumps(body, indent=2) + "\n")
+    return path

@@ -12,13 +12,12 @@ simulator. The kept episodes are written unchanged, the step recorded in the pro
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from imaginebench.data.atomic import check_output_path, write_text_atomically
+from imaginebench.data.atomic import check_output_path
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
@@ -29,7 +28,7 @@ from imaginebench.imagination.filters import (
     family_horizons,
     largest_potential_drop,
 )
-from imaginebench.imagination.quality import QualityReport, quality_report
+from imaginebench.imagination.quality import QualityReport, quality_report, save_report_beside
 
 
 def keep_mask(
@@ -40,14 +39,14 @@ def keep_mask(
     """``(episodes,)`` bool: the episodes that pass both steps (a step left ``None`` passes;
     a family without a limit passes)."""
     lengths = data.episode_lengths()
+    tasks = [Task.from_spec(spec) for spec in data.tasks]  # each task parsed once
     keep = np.ones(len(data), dtype=bool)
     for i, family in enumerate(episode_families(data)):
         if family_limits is not None and lengths[i] > family_limits.get(family, lengths[i]):
             keep[i] = False
         elif max_progress_drop is not None:
-            episode = data.episode(i)
-            drop = largest_potential_drop(Task.from_spec(episode.task_spec), episode.states)
-            keep[i] = drop <= max_progress_drop
+            task = tasks[data.episode_task[i]]
+            keep[i] = largest_potential_drop(task, data.episode(i).states) <= max_progress_drop
     return keep
 
 
@@ -92,9 +91,9 @@ def refilter_file(
     if not keep.any():
         raise ValueError(f"no episode of {path} passes the steps; nothing to write")
     kept = data.select(keep)
-    families = Counter(episode_families(data))
-    kept_families = Counter(episode_families(kept))
-    per_family = {f: (kept_families.get(f, 0), n) for f, n in sorted(families.items())}
+    families = episode_families(data)
+    kept_families = Counter(families[keep])
+    per_family = {f: (kept_families[f], n) for f, n in sorted(Counter(families).items())}
     kept.provenance["post_filter"] = {
         "source": str(path),
         "max_progress_drop": max_progress_drop,
@@ -107,8 +106,5 @@ def refilter_file(
     level = kept.provenance.get("level") or data.episode(0).level
     report = quality_report(kept.domain, level, [kept.episode(i) for i in range(len(kept))])
     save_dataset(kept, out, overwrite=overwrite)
-    write_text_atomically(
-        out.with_suffix(".quality.json"),
-        json.dumps({"quality": report.to_dict(), "provenance": kept.provenance}, indent=2) + "\n",
-    )
+    save_report_beside(out, report, kept.provenance)
     return kept, report, per_family

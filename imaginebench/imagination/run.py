@@ -27,7 +27,7 @@ import torch
 # under torch.load(weights_only=True).
 import imaginebench.data.collect  # noqa: F401
 from imaginebench.config import as_config
-from imaginebench.data.atomic import check_output_path, write_text_atomically
+from imaginebench.data.atomic import check_output_path
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
@@ -55,7 +55,12 @@ from imaginebench.imagination.filters import (
     uncovered_tasks,
 )
 from imaginebench.imagination.journal import Journal, journal_path
-from imaginebench.imagination.quality import QualityReport, format_table, quality_report
+from imaginebench.imagination.quality import (
+    QualityReport,
+    format_table,
+    quality_report,
+    save_report_beside,
+)
 from imaginebench.imagination.score import fit_ensemble_on, with_confidence
 
 log = logging.getLogger(__name__)
@@ -276,8 +281,7 @@ def imagine_level(
         dataset = with_confidence(dataset, ENSEMBLE, scorer.confidence(dataset), how)
     report = quality_report(domain, level, episodes)
     save_dataset(dataset, path, overwrite=overwrite)
-    report_path = path.with_suffix(".quality.json")
-    write_text_atomically(report_path, _report_json(report, provenance))
+    save_report_beside(path, report, provenance)
     journal.remove()
     log.info("imagined %d rollouts in %.1f s -> %s", counts.candidates, seconds, path)
     return dataset, report
@@ -364,12 +368,6 @@ def _real_data_path(checkpoint: str) -> Path:
         )
     kwargs = {k: v for k, v in hparams.items() if not k.startswith("_")}  # no "_class_path"
     return GroundingDataModule(**kwargs).resolved_real_path()
-
-
-def _report_json(report: QualityReport, provenance: dict) -> str:
-    import json
-
-    return json.dumps({"quality": report.to_dict(), "provenance": provenance}, indent=2) + "\n"
 
 
 def parse_arguments(argv: list[str]) -> dict:
