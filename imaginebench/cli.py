@@ -211,6 +211,7 @@ def _refilter(args: argparse.Namespace) -> int:
         args.quantile,
         args.scale,
         args.overwrite,
+        args.min_confidence,
     )
     record = kept.provenance["post_filter"]
     print(f"kept {record['kept']} of {record['of']} episodes")
@@ -541,8 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "refilter",
-        help="apply imagination's state-only filter steps (max_progress_drop, a family length "
-        "limit from real data) to an imaginary file that exists; writes the kept episodes and "
+        help="apply imagination's simulator-free filter steps (max_progress_drop, a family "
+        "length limit from real data, min_confidence) to an imaginary file that exists; writes "
+        "the kept episodes and "
         "their quality report (docs/grounding.md#filters-filters-of-imaginebench-imagine)",
     )
     p.add_argument("file", help="imaginary dataset file (.h5)")
@@ -562,6 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quantile", type=float, default=0.95)
     p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        help="least 'ensemble' confidence (stored in the file) allowed at any transition",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace --out (may be FILE)")
     p.set_defaults(func=_refilter)
 

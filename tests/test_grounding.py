@@ -891,6 +891,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "candidates": 6,
         "diverged": 1,
         "illegal": 1,
+        "uncertain": 0,
         "unsuccessful": 2,
         "too_long": 0,
         "regressing": 0,
@@ -912,8 +913,14 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
     assert len(kept) == 5 and counts.diverged == 1
     with pytest.raises(ValueError, match="best_of"):
         FilterConfig(best_of=0)
-    with pytest.raises(ValueError, match="reject_illegal"):
+    with pytest.raises(ValueError, match="reject_illegal or min_confidence"):
         FilterConfig(illegal_retries=2)
+    with pytest.raises(ValueError, match="min_confidence must be in"):
+        FilterConfig(min_confidence=0.0)
+    uncertain = dataclasses.replace(candidates[2], uncertain=True)
+    gated = FilterConfig(min_confidence=0.5, require_success=True)
+    assert select([uncertain], gated)[1].uncertain == 1
+    assert len(select([uncertain], FilterConfig(require_success=True))[0]) == 1
     lengths, success = np.array([2, 3, 3, 4, 50]), np.array([1, 1, 1, 1, 0], bool)
     assert real_horizon(lengths, success, quantile=1.0, scale=2.0, limit=50) == 8
     assert real_horizon(lengths, success, quantile=1.0, scale=2.0, limit=5) == 5
@@ -1443,6 +1450,78 @@ def test_an_interrupted_imagination_resumes_to_the_uninterrupted_dataset(
         np.testing.assert_array_equal(a.states, b.states)
         np.testing.assert_array_equal(a.actions, b.actions)
         np.testing.assert_array_equal(a.confidence["likelihood"], b.confidence["likelihood"])
+
+
+class _ScriptedTrust:
+    """A confidence rule that distrusts given rows of given calls (one call per decoded step
+    and one per redraw)."""
+
+    def __init__(self, distrust: dict[int, list[int]]) -> None:
+        self.distrust, self.calls = distrust, 0
+
+    def __call__(self, states, actions, next_states) -> np.ndarray:
+        assert len(states) == len(actions) == len(next_states)
+        trust = np.ones(len(states), np.float32)
+        trust[self.distrust.get(self.calls, [])] = 0.1
+        self.calls += 1
+        return trust
+
+
+def test_a_confidence_rule_redraws_then_stops_rollouts_at_an_untrusted_transition(real_path):
+    """A transition trusted less than ``min_confidence`` is redrawn like an illegal one; once
+    the redraws are used up, the rollout stops there flagged ``uncertain`` (not illegal)."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    _trainer(3).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 3, seed=0, split="data")
+    decoding = DecodingConfig(strategy="sample", batch_size=3)
+    trust = _ScriptedTrust({0: [1], 1: [1], 2: [0]})  # row 1 at step 0: distrusted twice
+    imaginer = Imaginer(
+        module, decoding, 0, illegal_retries=1, confidence=trust, min_confidence=0.5
+    )
+    rollouts = imaginer.imagine(specs, 3)
+    assert rollouts[1].uncertain and not rollouts[1].illegal and len(rollouts[1].actions) == 1
+    assert rollouts[1].redrawn == 1 and not rollouts[0].uncertain and not rollouts[2].uncertain
+    with pytest.raises(ValueError, match="go together"):
+        Imaginer(module, decoding, confidence=trust)
+
+
+def test_imagined_rollouts_kept_under_min_confidence_are_trusted_at_every_transition(
+    real_path, tmp_path
+):
+    """With ``filters.min_confidence`` every kept transition's stored ``ensemble`` confidence
+    (the same ensemble, scored after decoding) is at least the threshold, and the rollouts the
+    rule stopped are counted as ``uncertain``; without it, the same decoding keeps transitions
+    below it."""
+    from imaginebench.imagination.run import imagine_level
+
+    ckpt = _fitted_checkpoint(tmp_path, _datamodule(real_path))
+
+    def imagine(out, **filters):
+        return imagine_level(
+            "easy",
+            str(ckpt),
+            str(tmp_path / out),
+            rollouts=8,
+            horizon=4,
+            progress=False,
+            decoding={"strategy": "sample", "batch_size": 8},
+            filters=filters,
+            state_model="ensemble",
+            ensemble_confidence=True,
+            ensemble={"members": 2, "hidden": [16], "max_steps": 20, "eval_every": 10},
+        )
+
+    free, _ = imagine("free.h5")
+    trust = free.confidence["ensemble"]
+    threshold = float(np.median(trust))
+    assert trust.min() < threshold  # some transitions fall below it
+    gated, _ = imagine("gated.h5", min_confidence=threshold, illegal_retries=2)
+    counts = gated.provenance["filtered"]
+    assert counts["uncertain"] > 0 and counts["redrawn_actions"] > 0
+    assert len(gated) == 8 - counts["uncertain"] - counts["diverged"]
+    assert gated.confidence["ensemble"].min() >= threshold
+    assert gated.provenance["filters"]["min_confidence"] == threshold
 
 
 def test_episodes_of_given_tasks_are_seeded_apart_from_the_level_draw():

@@ -5,13 +5,14 @@ recomputed quality report and a manifest command that makes it again."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from imaginebench.cli import main
-from imaginebench.data.format import load_dataset
+from imaginebench.data.format import load_dataset, save_dataset
 from imaginebench.data.shipped import _regenerate_command, resolve_data_path
 from imaginebench.envs.base import Task
 from imaginebench.imagination.filters import episode_families
@@ -54,6 +55,27 @@ def test_family_rule_drops_the_episodes_longer_than_their_family_limit():
     assert keep_mask(data, family_limits={}).all()  # unknown families pass
 
 
+def test_confidence_rule_keeps_the_episodes_trusted_at_every_transition(tmp_path, capsys):
+    data = load_dataset(FILE)
+    threshold = float(np.median(data.confidence["ensemble"]))
+    keep = keep_mask(data, min_confidence=threshold)
+    least = np.array([data.episode(i).confidence["ensemble"].min() for i in range(len(data))])
+    assert 0 < keep.sum() < len(data)
+    np.testing.assert_array_equal(keep, least >= threshold)
+    out = tmp_path / "trusted.h5"
+    args = ["refilter", str(FILE), "--min-confidence", str(threshold), "--out", str(out)]
+    assert main(args) == 0
+    kept = load_dataset(out)
+    assert len(kept) == keep.sum() and kept.confidence["ensemble"].min() >= threshold
+    command = _regenerate_command(kept.provenance, "babyai", "x.h5")
+    assert command.endswith(f"--min-confidence {threshold}")
+    unscored = tmp_path / "unscored.h5"
+    save_dataset(dataclasses.replace(kept, confidence={}), unscored)
+    assert main(["refilter", str(unscored), "--min-confidence", "0.5", "--out",
+                 str(tmp_path / "y.h5")]) == 2  # fmt: skip
+    assert "does not store" in capsys.readouterr().err
+
+
 def test_cli_writes_the_kept_episodes_their_quality_and_a_command_that_remakes_them(
     tmp_path, capsys, real
 ):
@@ -87,8 +109,9 @@ def test_cli_writes_the_kept_episodes_their_quality_and_a_command_that_remakes_t
 @pytest.mark.parametrize(
     "args,message",
     [
-        ([], "give max_progress_drop, family_horizon or both"),
+        ([], "give max_progress_drop, family_horizon, min_confidence or several"),
         (["--max-progress-drop", "-1"], "must be >= 0"),
+        (["--min-confidence", "0"], "min_confidence must be in (0, 1]"),
     ],
 )
 def test_cli_rejects_a_missing_or_negative_step(tmp_path, capsys, args, message):

@@ -64,6 +64,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         command += f" && imaginebench refilter {out} --out {out} --overwrite"
         if refiltered.get("max_progress_drop") is not None:
             command += f" --max-progress-drop {refiltered['max_progress_drop']}"
+        if refiltered.get("min_confidence") is not None:
+            command += f" --min-confidence {refiltered['min_confidence']}"
         if family := refiltered.get("family_horizon"):
             command += (
                 f" --family-horizon {family['real']} --quantile {family['quantile']} "

@@ -287,19 +287,39 @@ class TransitionEnsemble:
         the dataset's own change, ``sqrt(sum over entries of the variance)`` in units of the
         real data's per-entry spread of a change."""
         state, next_state = _transition_states(dataset)
-        inputs = self._inputs(dataset)
-        change = (next_state - state) / self.change_std
-        out = []
-        for first in range(0, len(change), chunk):
-            rows = slice(first, first + chunk)
-            means = self.ensemble.means(*(x[rows] for x in inputs))
-            committee = torch.cat([means, change[rows][None]])
-            out.append(committee.var(0, unbiased=False).sum(-1).sqrt())
+        actions = torch.as_tensor(np.asarray(dataset.actions))
+        out = [
+            self._disagreement(state[rows], actions[rows], next_state[rows])
+            for rows in (slice(first, first + chunk) for first in range(0, len(state), chunk))
+        ]
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+
+    def _disagreement(self, state: Tensor, actions: Tensor, next_state: Tensor) -> Tensor:
+        means = self.ensemble.means(*self._features(state, actions))
+        committee = torch.cat([means, ((next_state - state) / self.change_std)[None]])
+        return committee.var(0, unbiased=False).sum(-1).sqrt()
 
     def confidence(self, dataset: RolloutDataset) -> np.ndarray:
         """``(N,)`` float32 in ``[0, 1]``: ``exp(-disagreement)``."""
-        return np.exp(-self.disagreement(dataset).astype(np.float64)).astype(np.float32)
+        return _confidence(self.disagreement(dataset))
+
+    @torch.no_grad()
+    def transition_confidence(
+        self, states: np.ndarray, actions: np.ndarray, next_states: np.ndarray
+    ) -> np.ndarray:
+        """``(n,)`` float32: :meth:`confidence` of ``n`` single transitions (what the
+        ``min_confidence`` filter step judges while imagining; the same number the dataset's
+        ``ensemble`` confidence later stores for a kept transition)."""
+        spread = self._disagreement(
+            torch.as_tensor(np.asarray(states, dtype=np.float32)),
+            torch.as_tensor(np.asarray(actions)),
+            torch.as_tensor(np.asarray(next_states, dtype=np.float32)),
+        )
+        return _confidence(spread.numpy())
+
+
+def _confidence(disagreement: np.ndarray) -> np.ndarray:
+    return np.exp(-disagreement.astype(np.float64)).astype(np.float32)
 
 
 def _transition_states(dataset: RolloutDataset) -> tuple[Tensor, Tensor]:

@@ -12,9 +12,11 @@ With the KV cache each feed is a one-position forward pass. ``use_cache=False`` 
 the whole sequence for every slot (what the reference implementation does, minus its
 one-step action lag) and yields the same rollouts; it exists for tests and the benchmark.
 A rollout stops when its task's success function holds on the imagined states, at the
-horizon, or (with a legality rule) at its first state that breaks the domain's rules —
+horizon, or (with a legality rule) at its first state that breaks the domain's rules, or (with
+a confidence rule and a threshold) at its first transition trusted less than the threshold —
 unless a redrawn action (``illegal_retries``: the cache is rewound to before the action and
-only the offending rows sample again) leads to a legal one; finished rollouts leave the batch.
+only the offending rows sample again) leads to an acceptable one; finished rollouts leave the
+batch.
 Each rollout carries the LM's log-likelihood of its actions (summed over steps), so candidates
 can be ranked by the model's own belief, and per step the log-likelihood of the whole step
 (its action, plus its next state under a categorical state head): the likelihood confidence
@@ -95,11 +97,13 @@ class ImaginedRollout:
     diverged: bool
     illegal: bool = False  # stopped at a state that breaks the domain's rules
     log_likelihood: float = 0.0  # of the actions under the LM (0 for greedy continuous ones)
-    redrawn: int = 0  # actions redrawn because their imagined next state was illegal
+    redrawn: int = 0  # actions redrawn because their imagined next state was illegal/uncertain
     #: (T,) per step: log-likelihood of the action and (categorical state head) of the next
     #: state under the LM; zeros when the model gives none (greedy continuous actions,
     #: regression state head).
     step_log_likelihoods: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: stopped at a transition the confidence rule trusts less than its threshold
+    uncertain: bool = False
 
 
 class _Sequences:
@@ -178,10 +182,15 @@ class Imaginer:
             simulation); a rollout stops at its first illegal state, flagged ``illegal``.
         illegal_retries: with ``legal`` and sampled actions, an action whose
             imagined next state breaks the rules is redrawn (the LM's cache rewound to before
-            it) up to this many times before the rollout stops as illegal.
+            it) up to this many times before the rollout stops as illegal (or uncertain).
         dynamics: ``(states (B, D), actions) -> next states (B, D)``, a model of the domain's
             dynamics learned from real data (never the simulator); when given, it advances the
             state and the LM only chooses the actions (its state head's prediction is unused).
+        confidence: ``(states, actions, next states) -> (N,)`` trust in each transition (e.g.
+            :meth:`~imaginebench.imagination.confidence.TransitionEnsemble.transition_confidence`);
+            with ``min_confidence``, a rollout stops at its first transition trusted less,
+            flagged ``uncertain`` (after the same redraws as an illegal state).
+        min_confidence: that threshold.
         journal: a :class:`~imaginebench.imagination.journal.Journal` that stores each decoded
             batch with the random state after it, and gives stored batches back instead of
             decoding them again (an interrupted run resumes where it stopped).
@@ -197,6 +206,8 @@ class Imaginer:
         illegal_retries: int = 0,
         dynamics: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
         journal: Journal | None = None,
+        confidence: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+        min_confidence: float | None = None,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
         self.journal = journal
@@ -214,12 +225,16 @@ class Imaginer:
         self.action_high = float(spec.get("high", 1.0))
         if illegal_retries < 0:
             raise ValueError(f"illegal_retries must be >= 0, got {illegal_retries}")
-        if illegal_retries and (legal is None or self.decoding.strategy != "sample"):
+        if (min_confidence is None) != (confidence is None):
+            raise ValueError("min_confidence and confidence=... go together")
+        rule = legal is not None or confidence is not None
+        if illegal_retries and (not rule or self.decoding.strategy != "sample"):
             raise ValueError(
-                "illegal_retries redraws sampled actions under a legality rule: "
-                "it needs legal=... and decoding.strategy='sample'"
+                "illegal_retries redraws sampled actions under a legality or confidence rule: "
+                "it needs legal=... or confidence=..., and decoding.strategy='sample'"
             )
         self.illegal_retries = illegal_retries
+        self.confidence, self.min_confidence = confidence, min_confidence
         sampled_continuous = not self.discrete and self.decoding.strategy == "sample"
         if sampled_continuous and not self.decoding.action_noise:
             raise ValueError(
@@ -381,6 +396,7 @@ class Imaginer:
         success = [False] * n
         diverged = [False] * n
         illegal = [False] * n
+        uncertain = [False] * n
         log_likelihood = np.zeros(n)
         step_log_likelihoods: list[list[float]] = [[] for _ in specs]
         redrawn = np.zeros(n, dtype=np.int64)
@@ -393,19 +409,19 @@ class Imaginer:
                 seq, current, previous
             )
             values = next_state.cpu().numpy()
-            legal = self.legal(values) if self.legal is not None else np.ones(len(values), bool)
+            legal, trusted = self._acceptable(current, action, values)
             for _ in range(self.illegal_retries):
-                if legal.all():
+                if (legal & trusted).all():
                     break
-                redo = torch.as_tensor(~legal)
-                for row in np.flatnonzero(~legal):
+                redo = torch.as_tensor(~(legal & trusted))
+                for row in np.flatnonzero(~(legal & trusted)):
                     redrawn[int(active[row])] += 1
                 seq.rewind(before)
                 action, hidden, next_state, action_ll, state_ll, choices = self._step(
                     seq, current, previous, redo, choices
                 )
                 values = next_state.cpu().numpy()
-                legal = self.legal(values)
+                legal, trusted = self._acceptable(current, action, values)
             chosen = action.cpu().numpy()
             action_ll_values = action_ll.cpu().numpy()
             step_ll = (action_ll + state_ll).cpu().numpy()
@@ -421,6 +437,8 @@ class Imaginer:
                     diverged[index] = True
                 elif not legal[row]:
                     illegal[index] = True
+                elif not trusted[row]:
+                    uncertain[index] = True
                 elif specs[index].task.success(np.stack(states[index]))[-1]:
                     success[index] = True
                 else:
@@ -457,9 +475,22 @@ class Imaginer:
                 float(log_likelihood[i]),
                 int(redrawn[i]),
                 np.asarray(step_log_likelihoods[i], dtype=np.float64),
+                uncertain[i],
             )
             for i, spec in enumerate(specs)
         ]
+
+    def _acceptable(
+        self, current: Tensor, action: Tensor, next_states: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(B,)`` bool twice: which imagined next states are legal, and which transitions the
+        confidence rule trusts (all, without the rule)."""
+        everyone = np.ones(len(next_states), dtype=bool)
+        legal = self.legal(next_states) if self.legal is not None else everyone
+        if self.confidence is None:
+            return legal, everyone
+        trust = self.confidence(current.float().cpu().numpy(), action.cpu().numpy(), next_states)
+        return legal, np.asarray(trust) >= self.min_confidence
 
 
 def to_episode(

@@ -16,6 +16,11 @@ Steps, in the order a candidate rollout meets them:
 2. **legality** (``reject_illegal``): a rollout stops at its first state that breaks the
    domain's rules and is dropped; with ``illegal_retries`` the action that led there is first
    redrawn from the LM up to that many times (rules judge each draw; nothing is repaired);
+   with ``min_confidence`` a rollout also stops, as ``uncertain``, at its first transition that
+   the dynamics ensemble fitted on the real data trusts less than that (the ``ensemble``
+   confidence the dataset stores, ``exp`` of minus the committee's spread: a state-action pair
+   unlike the real data, where the imagined state is least reliable; MOReL halts its model
+   rollouts at such pairs), after the same redraws;
 3. **success** (``require_success``): a rollout is kept only if its imagined states satisfy
    its own instruction; with ``max_progress_drop`` also only if its task's shaped potential
    (the state-only ``Task.progress`` on the imagined states) never falls by more than that at
@@ -69,8 +74,12 @@ class FilterConfig:
             ``too_long`` (needs ``horizon_quantile``; families without real episodes have no
             such limit).
         reject_illegal: stop and drop rollouts at their first illegal state.
-        illegal_retries: before stopping, redraw the action that led to an illegal state up
-            to this many times (needs ``reject_illegal`` and sampled discrete actions).
+        illegal_retries: before stopping, redraw the action that led to an illegal (or, with
+            ``min_confidence``, uncertain) state up to this many times (needs
+            ``reject_illegal`` or ``min_confidence``, and sampled actions).
+        min_confidence: if set, stop and drop rollouts at their first transition whose
+            dynamics-ensemble confidence (``exp(-spread)``, as stored in the dataset's
+            ``ensemble`` confidence) is below this, as ``uncertain``.
         require_success: keep only rollouts that satisfy their own instruction.
         max_progress_drop: if set, drop rollouts whose task potential (``Task.progress`` on
             their imagined states) falls by more than this at any step, as ``regressing``.
@@ -90,6 +99,7 @@ class FilterConfig:
     family_horizon_scale: float | None = None
     reject_illegal: bool = False
     illegal_retries: int = 0
+    min_confidence: float | None = None
     require_success: bool = False
     max_progress_drop: float | None = None
     best_of: int = 1
@@ -114,8 +124,13 @@ class FilterConfig:
                 raise ValueError("family_horizon_scale needs horizon_quantile (its quantile)")
         if self.illegal_retries < 0:
             raise ValueError(f"illegal_retries must be >= 0, got {self.illegal_retries}")
-        if self.illegal_retries and not self.reject_illegal:
-            raise ValueError("illegal_retries redraws illegal steps: set reject_illegal too")
+        if self.illegal_retries and not (self.reject_illegal or self.min_confidence is not None):
+            raise ValueError(
+                "illegal_retries redraws illegal or uncertain steps: set reject_illegal or "
+                "min_confidence too"
+            )
+        if self.min_confidence is not None and not 0.0 < self.min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be in (0, 1], got {self.min_confidence}")
         if self.max_progress_drop is not None and not self.max_progress_drop >= 0:
             raise ValueError(f"max_progress_drop must be >= 0, got {self.max_progress_drop}")
         if self.best_of < 1:
@@ -140,11 +155,12 @@ class FilterConfig:
 class FilterCounts:
     """Candidate rollouts removed by each step (each by the first step that rejects it), and
     the episodes kept and dropped (an episode is dropped when no candidate survives), and
-    the actions redrawn because they led to an illegal state (all candidates)."""
+    the actions redrawn because they led to an illegal or uncertain state (all candidates)."""
 
     candidates: int = 0
     diverged: int = 0
     illegal: int = 0
+    uncertain: int = 0
     unsuccessful: int = 0
     too_long: int = 0
     regressing: int = 0
@@ -242,7 +258,8 @@ def select(
 ) -> tuple[list[ImaginedRollout], FilterCounts]:
     """Keep at most one rollout per group of ``config.best_of`` consecutive candidates (one
     episode): among those that are finite, legal (if required) and successful (if required),
-    the best by ``config.best_by``; the others that pass count as ``less_likely``.
+    the best by ``config.best_by``; the others that pass count as ``less_likely``. A rollout
+    stopped at an uncertain transition counts as ``uncertain`` (with ``config.min_confidence``).
     ``family_limits`` (task family -> steps, :func:`family_horizons`) drops successful
     rollouts longer than their family's limit as ``too_long``; ``config.max_progress_drop``
     drops those whose imagined task potential falls by more than it at a step as
@@ -263,6 +280,8 @@ def select(
                 counts.diverged += 1
             elif config.reject_illegal and rollout.illegal:
                 counts.illegal += 1
+            elif config.min_confidence is not None and rollout.uncertain:
+                counts.uncertain += 1
             elif config.require_success and not rollout.success:
                 counts.unsuccessful += 1
             elif family_limits and len(rollout.actions) > family_limits.get(

@@ -26,8 +26,8 @@ from imaginebench.imagination.decoder import ImaginedRollout
 log = logging.getLogger(__name__)
 
 #: bump when the stored layout changes (an older folder is then refused, not misread)
-JOURNAL_VERSION = 1
-_FLAGS = ("success", "diverged", "illegal")
+JOURNAL_VERSION = 2
+_FLAGS = ("success", "diverged", "illegal", "uncertain")
 
 
 def journal_path(out: str | Path) -> Path:
@@ -94,6 +94,7 @@ class Journal:
                     float(z["log_likelihood"][i]),
                     int(z["redrawn"][i]),
                     z[f"step_log_likelihoods_{i}"],
+                    bool(z["uncertain"][i]),
                 )
                 for i, spec in enumerate(specs)
             ]

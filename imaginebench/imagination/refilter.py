@@ -1,13 +1,15 @@
-"""``imaginebench refilter``: imagination's state-only filter steps on a file that exists.
+"""``imaginebench refilter``: imagination's simulator-free filter steps on a file that exists.
 
-Two steps of ``filters:`` (:mod:`~imaginebench.imagination.filters`) can be applied after the
-fact, without imagining again: ``max_progress_drop`` keeps the episodes whose task potential
+Three steps of ``filters:`` (:mod:`~imaginebench.imagination.filters`) can be applied after
+the fact, without imagining again: ``max_progress_drop`` keeps the episodes whose task potential
 (the state-only ``Task.progress`` of the imagined states) never falls by more than that at one
 step; ``family_limits`` keeps the episodes no longer than their task family's limit (from a
-real file's successful lengths). Inside ``imaginebench imagine`` the same steps may pick another
-candidate of the same episode; here an episode that fails is dropped. Neither step runs the
-simulator. The kept episodes are written unchanged, the step recorded in the provenance
-(``post_filter``), and the quality report beside the output is recomputed.
+real file's successful lengths); ``min_confidence`` keeps the episodes whose stored ``ensemble``
+confidence is at least that at every transition. Inside ``imaginebench imagine`` the same steps
+may pick another candidate (or redraw an action) of the same episode; here an episode that fails
+is dropped. No step runs the simulator. The kept episodes are written unchanged, the step
+recorded in the provenance (``post_filter``), and the quality report beside the output is
+recomputed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.schema import SOURCES
 from imaginebench.envs.base import Task
+from imaginebench.imagination.confidence import ENSEMBLE
 from imaginebench.imagination.filters import (
     episode_families,
     family_horizons,
@@ -35,18 +38,31 @@ def keep_mask(
     data: RolloutDataset,
     max_progress_drop: float | None = None,
     family_limits: dict[str, int] | None = None,
+    min_confidence: float | None = None,
 ) -> np.ndarray:
-    """``(episodes,)`` bool: the episodes that pass both steps (a step left ``None`` passes;
+    """``(episodes,)`` bool: the episodes that pass every step (a step left ``None`` passes;
     a family without a limit passes)."""
     lengths = data.episode_lengths()
+    if min_confidence is not None and ENSEMBLE not in data.confidence:
+        raise ValueError(
+            f"min_confidence judges the {ENSEMBLE!r} confidence, which this file does not "
+            f"store (it has {sorted(data.confidence) or 'none'}): add it with "
+            "imaginebench score-imaginary FILE --real REAL --sources ensemble"
+        )
     tasks = [Task.from_spec(spec) for spec in data.tasks]  # each task parsed once
     keep = np.ones(len(data), dtype=bool)
     for i, family in enumerate(episode_families(data)):
         if family_limits is not None and lengths[i] > family_limits.get(family, lengths[i]):
             keep[i] = False
-        elif max_progress_drop is not None:
-            task = tasks[data.episode_task[i]]
-            keep[i] = largest_potential_drop(task, data.episode(i).states) <= max_progress_drop
+        elif max_progress_drop is not None and (
+            largest_potential_drop(tasks[data.episode_task[i]], data.episode(i).states)
+            > max_progress_drop
+        ):
+            keep[i] = False
+        elif min_confidence is not None and (
+            data.episode(i).confidence[ENSEMBLE].min(initial=1.0) < min_confidence
+        ):
+            keep[i] = False
     return keep
 
 
@@ -58,6 +74,7 @@ def refilter_file(
     quantile: float = 0.95,
     scale: float = 1.0,
     overwrite: bool = False,
+    min_confidence: float | None = None,
 ) -> tuple[RolloutDataset, QualityReport, dict[str, tuple[int, int]]]:
     """Write the episodes of the imaginary file ``path`` that pass the steps to ``out`` (and
     ``<out stem>.quality.json``); return them, their quality and ``family -> (kept, of)``.
@@ -66,12 +83,15 @@ def refilter_file(
         max_progress_drop: the largest fall of the task potential allowed at one step.
         family_horizon: a real dataset file; each family's limit is the ``quantile`` of its
             successful episode lengths times ``scale`` (rounded up).
+        min_confidence: the least ``ensemble`` confidence allowed at any transition.
         overwrite: replace ``out`` (``out`` may be ``path`` itself).
     """
-    if max_progress_drop is None and family_horizon is None:
-        raise ValueError("give max_progress_drop, family_horizon or both")
+    if max_progress_drop is None and family_horizon is None and min_confidence is None:
+        raise ValueError("give max_progress_drop, family_horizon, min_confidence or several")
     if max_progress_drop is not None and max_progress_drop < 0:
         raise ValueError(f"max_progress_drop must be >= 0, got {max_progress_drop}")
+    if min_confidence is not None and not 0.0 < min_confidence <= 1.0:
+        raise ValueError(f"min_confidence must be in (0, 1], got {min_confidence}")
     out = Path(out)
     check_output_path(out, overwrite)
     data = load_dataset(path)
@@ -87,7 +107,7 @@ def refilter_file(
             quantile,
             scale,
         )
-    keep = keep_mask(data, max_progress_drop, limits)
+    keep = keep_mask(data, max_progress_drop, limits, min_confidence)
     if not keep.any():
         raise ValueError(f"no episode of {path} passes the steps; nothing to write")
     kept = data.select(keep)
@@ -97,6 +117,7 @@ def refilter_file(
     kept.provenance["post_filter"] = {
         "source": str(path),
         "max_progress_drop": max_progress_drop,
+        "min_confidence": min_confidence,
         "family_horizon": None
         if limits is None
         else {"real": str(family_horizon), "quantile": quantile, "scale": scale, "limits": limits},

@@ -131,7 +131,8 @@ def imagine_level(
     env = make(domain, level).unwrapped
     limit = int(env.max_episode_steps)
     needs_horizon = horizon is None and filters.horizon_quantile is not None
-    needs_ensemble = state_model == "ensemble" or ensemble_confidence
+    decodes_with_ensemble = state_model == "ensemble" or filters.min_confidence is not None
+    needs_ensemble = decodes_with_ensemble or ensemble_confidence
     needs_real = needs_horizon or needs_ensemble or filters.family_horizon_scale is not None
     real_path = _real_data_path(checkpoint) if needs_real else None
     real = load_dataset(real_path) if real_path is not None else None  # read once, used twice
@@ -177,7 +178,7 @@ def imagine_level(
             "filters": asdict(filters),
             "state_model": state_model,
             "ensemble": None
-            if state_model == "lm"
+            if not decodes_with_ensemble
             else {
                 "settings": asdict(
                     as_config(ensemble, EnsembleConfig, "ensemble") or EnsembleConfig()
@@ -201,6 +202,8 @@ def imagine_level(
         filters.illegal_retries,
         dynamics=scorer.next_states if state_model == "ensemble" else None,
         journal=journal,
+        confidence=None if filters.min_confidence is None else scorer.transition_confidence,
+        min_confidence=filters.min_confidence,
     )
 
     def imagine_and_select(episodes: list) -> tuple[list, FilterCounts]:
@@ -394,7 +397,7 @@ def main(argv: list[str]) -> int:
     removed = dict(dataset.provenance["filtered"])
     redrawn = removed.pop("redrawn_actions")
     print("filters removed (candidates): " + ", ".join(f"{k} {v}" for k, v in removed.items()))
-    print(f"actions redrawn after an illegal imagined state: {redrawn}")
+    print(f"actions redrawn after an illegal or uncertain imagined state: {redrawn}")
     covered = dataset.provenance["coverage"]
     print(
         f"tasks imagined: {covered['covered']} of the level's {covered['tasks']} "
