@@ -1452,6 +1452,45 @@ def test_an_interrupted_imagination_resumes_to_the_uninterrupted_dataset(
         np.testing.assert_array_equal(a.confidence["likelihood"], b.confidence["likelihood"])
 
 
+def test_the_dynamics_model_gets_each_rollouts_context_of_the_step(real_path):
+    """With a domain's ``dynamics_context``, the state model and the confidence rule receive,
+    at every step, each row's context computed from its rollout so far and the step's action
+    (Meta-World's mocap target; here a stand-in that counts steps and sums actions)."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    _trainer(3).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("hard", 3, seed=0, split="data")
+
+    def hook(task, states, actions):
+        assert len(states) == len(actions)
+        return np.stack([np.arange(len(actions)), np.cumsum(actions)], 1).astype(np.float32)
+
+    seen, judged = [], []
+
+    def dynamics(states, actions, context):
+        seen.append(context)
+        return states.copy()  # nothing moves: every rollout runs to the horizon
+
+    def trust(states, actions, next_states, context):
+        judged.append(context)
+        return np.ones(len(states))
+
+    imaginer = Imaginer(
+        module,
+        DecodingConfig(strategy="sample", batch_size=3),
+        dynamics=dynamics,
+        dynamics_context=hook,
+        confidence=trust,
+        min_confidence=0.5,
+    )
+    rollouts = imaginer.imagine(specs, horizon=4)
+    assert len(seen) == 4 and all(len(r.actions) == 4 for r in rollouts)
+    for t in range(4):
+        expected = [hook(None, r.states[:-1], r.actions)[t] for r in rollouts]
+        np.testing.assert_array_equal(seen[t], np.stack(expected))
+        np.testing.assert_array_equal(judged[t], seen[t])
+
+
 class _ScriptedTrust:
     """A confidence rule that distrusts given rows of given calls (one call per decoded step
     and one per redraw)."""

@@ -32,6 +32,11 @@ class Domain:
     ``make_renderer(height, width)`` returns the domain's
     :class:`~imaginebench.envs.rendering.RolloutRenderer`, which draws a rollout from its states
     (``None``: the domain cannot be rendered yet; :func:`make_renderer` says so).
+    ``dynamics_context(task, states, actions)`` gives, per transition of a rollout (its ``T``
+    states before each transition and ``T`` actions), what a model of the dynamics needs beyond
+    the state and action and the rollout's own history determines (``(T, K)``; Meta-World: the
+    mocap target its actions have moved, :mod:`imaginebench.envs.metaworld.mocap`); ``None``:
+    the state and action are all it needs.
     """
 
     name: str
@@ -41,6 +46,7 @@ class Domain:
     make_quality: Callable[[], Any]
     integer_states: bool = False
     make_renderer: Callable[..., RolloutRenderer] | None = None
+    dynamics_context: Callable[[Task, np.ndarray, np.ndarray], np.ndarray] | None = None
 
 
 def _lazy(target: str) -> Callable[..., Any]:
@@ -82,7 +88,12 @@ DOMAINS: dict[str, Domain] = {
         "halfcheetah", "imaginebench/HalfCheetah-v0", "halfcheetah", "HalfCheetah", renderer=True
     ),
     "metaworld": _domain(
-        "metaworld", "imaginebench/MetaWorld-v0", "metaworld", "MetaWorld", renderer=True
+        "metaworld",
+        "imaginebench/MetaWorld-v0",
+        "metaworld",
+        "MetaWorld",
+        renderer=True,
+        dynamics_context=_lazy("imaginebench.envs.metaworld.mocap:dynamics_context"),
     ),
     "libero": _domain("libero", "imaginebench/LIBERO-v0", "libero", "Libero", renderer=True),
 }

@@ -25,7 +25,7 @@ A new source is a function from a dataset to ``(N,)`` values in ``[0, 1]``, stor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from imaginebench.config import as_config
 from imaginebench.data.dataset import Episode, RolloutDataset
+from imaginebench.envs.base import Task
 from imaginebench.modules.backbone import StateInstructionEncoder
 from imaginebench.modules.dynamics import DynamicsEnsemble, fit_ensemble
 from imaginebench.modules.grounding.sequences import ACTION_TARGET, STATE_TARGET, to_device
@@ -164,6 +165,11 @@ class TransitionEnsemble:
         zero_stays_zero: ``(D,)`` bool, entries that never leave zero in the real data (a
             Meta-World task's unused entity slots): :meth:`next_states` keeps them at zero
             where they are zero, rather than adding the members' small non-zero mean change.
+        context: the domain's ``dynamics_context(task, states, actions) -> (T, K)``
+            (:class:`~imaginebench.envs.Domain`): more inputs of every transition that its
+            rollout's history determines (Meta-World: the mocap target); ``None``: none.
+        context_mean: per-entry mean of the real transitions' context (standardises it).
+        context_std: per-entry spread of the real transitions' context.
     """
 
     def __init__(
@@ -175,8 +181,12 @@ class TransitionEnsemble:
         action_spec: Mapping[str, Any],
         metrics: dict[str, float] | None = None,
         zero_stays_zero: Tensor | None = None,
+        context: Callable[[Task, np.ndarray, np.ndarray], np.ndarray] | None = None,
+        context_mean: Tensor | None = None,
+        context_std: Tensor | None = None,
     ) -> None:
         self.ensemble = ensemble.eval()
+        self.context, self.context_mean, self.context_std = context, context_mean, context_std
         self.zero_stays_zero = (
             torch.zeros(len(state_mean), dtype=torch.bool)
             if zero_stays_zero is None
@@ -192,14 +202,18 @@ class TransitionEnsemble:
         real: RolloutDataset,
         config: EnsembleConfig | Mapping[str, Any] | None = None,
         progress: bool = False,
+        context: Callable[[Task, np.ndarray, np.ndarray], np.ndarray] | None = None,
     ) -> TransitionEnsemble:
         """Fit the members on the distinct transitions of ``real`` (a rollout stored once per
         wording is one transition to instruction-blind models; duplicates would also leak
-        into the hold-out set)."""
+        into the hold-out set); ``context``: the domain's ``dynamics_context``, if any."""
         config = as_config(config, EnsembleConfig, "ensemble") or EnsembleConfig()
         state, next_state = _transition_states(real)
         actions = np.asarray(real.actions).reshape(real.num_transitions, -1)
-        rows = np.concatenate([state.numpy(), actions.astype(np.float32), next_state.numpy()], 1)
+        extra = dataset_context(real, context) if context is not None else np.zeros((len(state), 0))
+        rows = np.concatenate(
+            [state.numpy(), actions.astype(np.float32), extra, next_state.numpy()], 1
+        )
         distinct = np.sort(np.unique(rows, axis=0, return_index=True)[1])
         if len(distinct) < 2:
             raise ValueError("the real data needs at least 2 distinct transitions for an ensemble")
@@ -207,12 +221,17 @@ class TransitionEnsemble:
         state, next_state = state[index], next_state[index]
         state_mean, state_std = state.mean(0), state.std(0).clamp_min(1e-3)
         change_std = (next_state - state).std(0).clamp_min(1e-3)
+        extra = torch.as_tensor(extra, dtype=torch.float32)[index]
         generator = torch.Generator().manual_seed(config.seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
             trunks = [
                 StateInstructionEncoder(
-                    real.state_dim, 1, config.hidden, 1, _action_width(real.action_spec)
+                    real.state_dim + extra.shape[1],
+                    1,
+                    config.hidden,
+                    1,
+                    _action_width(real.action_spec),
                 )
                 for _ in range(config.members)
             ]
@@ -224,8 +243,11 @@ class TransitionEnsemble:
             change_std,
             real.action_spec,
             zero_stays_zero=entries_that_stay_zero(state, next_state),
+            context=context,
+            context_mean=extra.mean(0) if context is not None else None,
+            context_std=extra.std(0).clamp_min(1e-3) if context is not None else None,
         )
-        inputs = tuple(x[index] for x in scorer._inputs(real))
+        inputs = scorer._features(state, torch.as_tensor(np.asarray(real.actions))[index], extra)
         target = (next_state - state) / change_std
         done = torch.as_tensor(real.terminals, dtype=torch.float32)[index]
         best, steps = fit_ensemble(
@@ -250,13 +272,11 @@ class TransitionEnsemble:
         }
         return scorer
 
-    def _inputs(self, dataset: RolloutDataset) -> tuple[Tensor, Tensor, Tensor]:
-        """Standardised states, the constant instruction input and the action features."""
-        state, _ = _transition_states(dataset)
-        return self._features(state, torch.as_tensor(np.asarray(dataset.actions)))
-
-    def _features(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """The members' inputs for ``(n, D)`` states and ``n`` actions."""
+    def _features(
+        self, state: Tensor, actions: Tensor, context: Tensor | np.ndarray | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The members' inputs for ``(n, D)`` states, ``n`` actions and (with a domain
+        context) the ``(n, K)`` context of each transition."""
         if self.action_spec["type"] == "discrete":
             features = F.one_hot(actions.long(), int(self.action_spec["n"])).float()
         else:
@@ -267,16 +287,25 @@ class TransitionEnsemble:
             )
             features = (2 * (actions.float() - low) / (high - low) - 1).flatten(1)
         no_instruction = torch.zeros(len(state), 1)
-        return (state - self.state_mean) / self.state_std, no_instruction, features
+        inputs = (state - self.state_mean) / self.state_std
+        if self.context is not None:
+            if context is None:
+                raise ValueError("this ensemble models its domain's dynamics context: pass it")
+            extra = torch.as_tensor(np.asarray(context), dtype=torch.float32)
+            inputs = torch.cat([inputs, (extra - self.context_mean) / self.context_std], 1)
+        return inputs, no_instruction, features
 
     @torch.no_grad()
-    def next_states(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """``(n, D)`` float32: the next state of each ``(state, action)`` pair, the state plus
-        the members' mean predicted change (what ``imagine``'s ``state_model: ensemble`` feeds
-        the LM instead of its own state head's prediction); entries that the real data never
-        moves from zero stay zero."""
+    def next_states(
+        self, states: np.ndarray, actions: np.ndarray, context: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``(n, D)`` float32: the next state of each ``(state, action)`` pair (and its
+        ``(n, K)`` domain context, if the ensemble models one), the state plus the members'
+        mean predicted change (what ``imagine``'s ``state_model: ensemble`` feeds the LM
+        instead of its own state head's prediction); entries that the real data never moves
+        from zero stay zero."""
         state = torch.as_tensor(np.asarray(states, dtype=np.float32))
-        inputs = self._features(state, torch.as_tensor(np.asarray(actions)))
+        inputs = self._features(state, torch.as_tensor(np.asarray(actions)), context)
         change = self.ensemble.means(*inputs).mean(0) * self.change_std
         change[(state == 0) & self.zero_stays_zero] = 0.0
         return (state + change).numpy()
@@ -288,14 +317,22 @@ class TransitionEnsemble:
         real data's per-entry spread of a change."""
         state, next_state = _transition_states(dataset)
         actions = torch.as_tensor(np.asarray(dataset.actions))
+        context = dataset_context(dataset, self.context) if self.context is not None else None
         out = [
-            self._disagreement(state[rows], actions[rows], next_state[rows])
+            self._disagreement(
+                state[rows],
+                actions[rows],
+                next_state[rows],
+                None if context is None else context[rows],
+            )
             for rows in (slice(first, first + chunk) for first in range(0, len(state), chunk))
         ]
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
-    def _disagreement(self, state: Tensor, actions: Tensor, next_state: Tensor) -> Tensor:
-        means = self.ensemble.means(*self._features(state, actions))
+    def _disagreement(
+        self, state: Tensor, actions: Tensor, next_state: Tensor, context: Any = None
+    ) -> Tensor:
+        means = self.ensemble.means(*self._features(state, actions, context))
         committee = torch.cat([means, ((next_state - state) / self.change_std)[None]])
         return committee.var(0, unbiased=False).sum(-1).sqrt()
 
@@ -305,7 +342,11 @@ class TransitionEnsemble:
 
     @torch.no_grad()
     def transition_confidence(
-        self, states: np.ndarray, actions: np.ndarray, next_states: np.ndarray
+        self,
+        states: np.ndarray,
+        actions: np.ndarray,
+        next_states: np.ndarray,
+        context: np.ndarray | None = None,
     ) -> np.ndarray:
         """``(n,)`` float32: :meth:`confidence` of ``n`` single transitions (what the
         ``min_confidence`` filter step judges while imagining; the same number the dataset's
@@ -314,8 +355,23 @@ class TransitionEnsemble:
             torch.as_tensor(np.asarray(states, dtype=np.float32)),
             torch.as_tensor(np.asarray(actions)),
             torch.as_tensor(np.asarray(next_states, dtype=np.float32)),
+            context,
         )
         return _confidence(spread.numpy())
+
+
+def dataset_context(
+    dataset: RolloutDataset, context: Callable[[Task, np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """``(N, K)``: the domain's dynamics context of every transition of ``dataset``, episode by
+    episode (in the order of its transitions)."""
+    tasks = [Task.from_spec(spec) for spec in dataset.tasks]
+    parts = []
+    for i in range(len(dataset)):
+        episode = dataset.episode(i)
+        task = tasks[dataset.episode_task[i]]
+        parts.append(np.asarray(context(task, episode.states[:-1], episode.actions), np.float32))
+    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
 
 
 def _confidence(disagreement: np.ndarray) -> np.ndarray:

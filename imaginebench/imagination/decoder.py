@@ -186,6 +186,9 @@ class Imaginer:
         dynamics: ``(states (B, D), actions) -> next states (B, D)``, a model of the domain's
             dynamics learned from real data (never the simulator); when given, it advances the
             state and the LM only chooses the actions (its state head's prediction is unused).
+        dynamics_context: the domain's ``dynamics_context(task, states, actions) -> (T, K)``
+            (:class:`~imaginebench.envs.Domain`); when given, ``dynamics`` and ``confidence``
+            also receive each row's ``(B, K)`` context of the step, from its rollout so far.
         confidence: ``(states, actions, next states) -> (N,)`` trust in each transition (e.g.
             :meth:`~imaginebench.imagination.confidence.TransitionEnsemble.transition_confidence`);
             with ``min_confidence``, a rollout stops at its first transition trusted less,
@@ -204,10 +207,11 @@ class Imaginer:
         integer_states: bool = False,
         legal: Callable[[np.ndarray], np.ndarray] | None = None,
         illegal_retries: int = 0,
-        dynamics: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+        dynamics: Callable[..., np.ndarray] | None = None,
         journal: Journal | None = None,
-        confidence: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+        confidence: Callable[..., np.ndarray] | None = None,
         min_confidence: float | None = None,
+        dynamics_context: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
         self.journal = journal
@@ -235,6 +239,7 @@ class Imaginer:
             )
         self.illegal_retries = illegal_retries
         self.confidence, self.min_confidence = confidence, min_confidence
+        self.dynamics_context = dynamics_context
         sampled_continuous = not self.discrete and self.decoding.strategy == "sample"
         if sampled_continuous and not self.decoding.action_noise:
             raise ValueError(
@@ -320,21 +325,27 @@ class Imaginer:
         previous: Tensor | None,
         redo: Tensor | None = None,
         kept: list[Tensor] | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, list[Tensor]]:
+        context_of: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, list[Tensor], np.ndarray | None]:
         """One imagined transition of every row: action, hidden state after it, next state,
-        the action's log-likelihood, the next state's (zeros for a regression head) and the
-        action's word choices (see :meth:`_act`)."""
+        the action's log-likelihood, the next state's (zeros for a regression head), the
+        action's word choices (see :meth:`_act`) and the step's dynamics context
+        (``context_of(actions)``; ``None`` without one)."""
         action, hidden, log_likelihood, choices = self._act(seq, current, previous, redo, kept)
         heads = self.model.with_context(hidden, current, action)
+        context = context_of(action.cpu().numpy()) if context_of is not None else None
         if self.dynamics is None:
             next_state = self.model.next_state(heads, current)
         else:
-            predicted = self.dynamics(current.float().cpu().numpy(), action.cpu().numpy())
+            inputs = (current.float().cpu().numpy(), action.cpu().numpy())
+            predicted = (
+                self.dynamics(*inputs) if context is None else self.dynamics(*inputs, context)
+            )
             next_state = torch.as_tensor(predicted, dtype=current.dtype, device=current.device)
         if self.integer_states:
             next_state = next_state.round()
         state_log_likelihood = self.model.state_log_likelihood(heads, next_state, current)
-        return action, hidden, next_state, log_likelihood, state_log_likelihood, choices
+        return action, hidden, next_state, log_likelihood, state_log_likelihood, choices, context
 
     def _choose(self, prediction: Tensor) -> Tensor:
         if not self.discrete:
@@ -405,11 +416,14 @@ class Imaginer:
         previous: Tensor | None = None  # the last action in the current prompt
         for t in range(horizon):
             before = seq.mark()
-            action, hidden, next_state, action_ll, state_ll, choices = self._step(
-                seq, current, previous
+            context_of = None
+            if self.dynamics_context is not None:
+                context_of = self._context_of(specs, states, actions, active.tolist())
+            action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
+                seq, current, previous, context_of=context_of
             )
             values = next_state.cpu().numpy()
-            legal, trusted = self._acceptable(current, action, values)
+            legal, trusted = self._acceptable(current, action, values, context)
             for _ in range(self.illegal_retries):
                 if (legal & trusted).all():
                     break
@@ -417,11 +431,11 @@ class Imaginer:
                 for row in np.flatnonzero(~(legal & trusted)):
                     redrawn[int(active[row])] += 1
                 seq.rewind(before)
-                action, hidden, next_state, action_ll, state_ll, choices = self._step(
-                    seq, current, previous, redo, choices
+                action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
+                    seq, current, previous, redo, choices, context_of
                 )
                 values = next_state.cpu().numpy()
-                legal, trusted = self._acceptable(current, action, values)
+                legal, trusted = self._acceptable(current, action, values, context)
             chosen = action.cpu().numpy()
             action_ll_values = action_ll.cpu().numpy()
             step_ll = (action_ll + state_ll).cpu().numpy()
@@ -481,7 +495,7 @@ class Imaginer:
         ]
 
     def _acceptable(
-        self, current: Tensor, action: Tensor, next_states: np.ndarray
+        self, current: Tensor, action: Tensor, next_states: np.ndarray, context: Any = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(B,)`` bool twice: which imagined next states are legal, and which transitions the
         confidence rule trusts (all, without the rule)."""
@@ -489,8 +503,29 @@ class Imaginer:
         legal = self.legal(next_states) if self.legal is not None else everyone
         if self.confidence is None:
             return legal, everyone
-        trust = self.confidence(current.float().cpu().numpy(), action.cpu().numpy(), next_states)
+        inputs = (current.float().cpu().numpy(), action.cpu().numpy(), next_states)
+        trust = self.confidence(*inputs) if context is None else self.confidence(*inputs, context)
         return legal, np.asarray(trust) >= self.min_confidence
+
+    def _context_of(
+        self,
+        specs: list[EpisodeSpec],
+        states: list[list[np.ndarray]],
+        actions: list[list[np.ndarray]],
+        rows: list[int],
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """Given the step's ``(B, ...)`` actions, each active row's dynamics context of the
+        step: the domain's ``dynamics_context`` of its rollout so far, last row."""
+
+        def context_of(step_actions: np.ndarray) -> np.ndarray:
+            out = []
+            for row, index in enumerate(rows):
+                taken = np.stack([*actions[index], step_actions[row]])
+                history = np.stack(states[index])
+                out.append(self.dynamics_context(specs[index].task, history, taken)[-1])
+            return np.stack(out)
+
+        return context_of
 
 
 def to_episode(

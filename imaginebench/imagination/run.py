@@ -204,6 +204,7 @@ def imagine_level(
         journal=journal,
         confidence=None if filters.min_confidence is None else scorer.transition_confidence,
         min_confidence=filters.min_confidence,
+        dynamics_context=scorer.context if decodes_with_ensemble else None,
     )
 
     def imagine_and_select(episodes: list) -> tuple[list, FilterCounts]:

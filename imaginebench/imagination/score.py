@@ -23,6 +23,7 @@ from imaginebench.config import as_config
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.hdf5 import load_dataset, save_dataset
 from imaginebench.data.shipped import SHIPPED_ROOT, file_sha256, resolve_data_path
+from imaginebench.envs import get_domain
 from imaginebench.imagination.confidence import (
     CONFIDENCE_SOURCES,
     ENSEMBLE,
@@ -55,11 +56,13 @@ def fit_ensemble_on(
     loaded: RolloutDataset | None = None,
 ) -> tuple[TransitionEnsemble, dict[str, Any]]:
     """The ensemble scorer fitted on the real file (``loaded``: its dataset, if already read),
-    and how (for the provenance)."""
+    with the domain's dynamics context as more inputs where it has one, and how (for the
+    provenance)."""
     path = resolve_data_path(str(real))
     config = as_config(config, EnsembleConfig, "ensemble") or EnsembleConfig()
     dataset = loaded if loaded is not None else load_dataset(path)
-    scorer = TransitionEnsemble.fit(dataset, config, progress=progress)
+    context = get_domain(dataset.domain).dynamics_context
+    scorer = TransitionEnsemble.fit(dataset, config, progress=progress, context=context)
     settings = asdict(config)
     how = {
         "method": "committee spread of a dynamics ensemble fitted on the real data and the "
@@ -69,6 +72,8 @@ def fit_ensemble_on(
         "ensemble": {**settings, "hidden": list(settings.get("hidden", ()))},
         "fit": scorer.metrics,
     }
+    if context is not None:
+        how["context"] = f"{dataset.domain} dynamics_context (docs/confidence.md)"
     return scorer, how
 
 

@@ -1,0 +1,97 @@
+"""The mocap target rebuilt from a Meta-World rollout's actions, and the dynamics ensemble that
+takes it as an input: the constants are metaworld's, the rebuilt target is the simulator's
+to float precision along expert and random rollouts (clipping at the box included), and the
+ensemble scores a dataset and single transitions alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("metaworld")
+
+from imaginebench.envs import get_domain, make  # noqa: E402
+from imaginebench.envs.metaworld.mocap import (  # noqa: E402
+    ACTION_SCALE,
+    MOCAP,
+    dynamics_context,
+    mocap_targets,
+)
+from imaginebench.envs.metaworld.scenes import SCENE_CLASSES, Scene  # noqa: E402
+
+
+def test_the_constants_are_metaworlds_for_every_task():
+    assert set(MOCAP) == set(SCENE_CLASSES)
+    for name in SCENE_CLASSES:
+        sim = Scene(name).sim
+        low, high, start = MOCAP[name]
+        np.testing.assert_allclose(low, sim.mocap_low, atol=1e-6)
+        np.testing.assert_allclose(high, sim.mocap_high, atol=1e-6)
+        np.testing.assert_allclose(start, sim.hand_init_pos, atol=1e-6)
+        assert sim.action_scale == ACTION_SCALE
+
+
+@pytest.mark.parametrize("policy", ["expert", "down"])
+def test_the_rebuilt_target_is_the_simulators(policy):
+    """Along whole episodes (``down`` pushes the target into the box's floor, where it is
+    clipped, with random x and y), the target after each action equals the simulator's mocap
+    position."""
+    from imaginebench.experts.metaworld import MetaWorldExpert
+
+    env = make("metaworld", "train").unwrapped
+    expert, rng = MetaWorldExpert(), np.random.default_rng(0)
+    for seed in range(3):
+        state, _ = env.reset(seed=seed)
+        states, actions, targets = [state], [], []
+        for _ in range(60 if policy == "expert" else 100):
+            action = expert.act(env) if policy == "expert" else rng.uniform(-1, 1, 4)
+            if policy == "down":
+                action[2] = -1.0
+            state, _, terminated, _, _ = env.step(action)
+            actions.append(action)
+            targets.append(env.scene.sim.data.mocap_pos[0].copy())
+            states.append(state)
+            if terminated:
+                break
+        rebuilt = mocap_targets(env.task.name, np.array(actions))
+        np.testing.assert_allclose(rebuilt, np.array(targets), atol=1e-6)
+        if policy == "down":  # the floor of the box held the target
+            assert np.isclose(rebuilt[-1, 2], MOCAP[env.task.name][0][2])
+        context = dynamics_context(env.task, np.array(states[:-1]), np.array(actions))
+        assert context.shape == (len(actions), 91 + 3)
+        np.testing.assert_array_equal(context[0, :91], 0)  # no change before the first step
+        np.testing.assert_allclose(context[1:, :91], np.diff(states[:-1], axis=0), atol=1e-6)
+        np.testing.assert_allclose(
+            context[:, 91:], rebuilt - np.array(states[:-1])[:, :3], atol=1e-5
+        )
+    env.close()
+    with pytest.raises(ValueError, match="no mocap constants"):
+        mocap_targets("open-the-fridge", np.zeros((1, 4)))
+    with pytest.raises(ValueError, match="2 states before transitions, 1 actions"):
+        dynamics_context(env.task, np.zeros((2, 91)), np.zeros((1, 4)))
+
+
+def test_the_ensemble_scores_a_dataset_and_single_transitions_alike():
+    """Fitted with the domain's context, the ensemble needs it for single transitions, and
+    scoring a dataset equals scoring its transitions one call at a time with their context."""
+    from imaginebench.data.collect import collect
+    from imaginebench.imagination.confidence import TransitionEnsemble, dataset_context
+
+    real = collect("metaworld", "train", 6, seed=0, epsilon=0.1, progress=False)[0]
+    hook = get_domain("metaworld").dynamics_context
+    settings = {"members": 2, "hidden": [32], "max_steps": 30, "eval_every": 10}
+    scorer = TransitionEnsemble.fit(real, settings, context=hook)
+    context = dataset_context(real, hook)
+    assert context.shape == (real.num_transitions, 94)
+    before, after = real.transition_indices()
+    states = np.asarray(real.states)
+    single = scorer.transition_confidence(
+        states[before], np.asarray(real.actions), states[after], context
+    )
+    np.testing.assert_allclose(scorer.confidence(real), single, atol=1e-6)
+    with pytest.raises(ValueError, match="pass it"):
+        scorer.next_states(states[before], np.asarray(real.actions))
+    assert scorer.next_states(states[before], np.asarray(real.actions), context).shape == (
+        real.num_transitions,
+        91,
+    )
