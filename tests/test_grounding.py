@@ -1167,6 +1167,48 @@ def _imagine_after_fit(tmp_path, dm, module, rollouts, horizon):
     )
 
 
+def test_metaworld_imagination_feeds_the_ensemble_its_mocap_context(tmp_path, monkeypatch):
+    """Meta-World imagines with the dynamics ensemble fitted on real data with the domain's
+    context (the mocap target), and every imagined step's context is the one its rollout so
+    far gives, across the prompt windows."""
+    pytest.importorskip("metaworld")
+    from imaginebench.envs.base import Task
+    from imaginebench.envs.metaworld.mocap import dynamics_context
+    from imaginebench.imagination.confidence import TransitionEnsemble
+    from imaginebench.imagination.run import imagine_level
+
+    dm = _real_datamodule(tmp_path, "metaworld", 4)
+    ckpt = _fitted_checkpoint(tmp_path, dm, _tiny(dm, window=10), steps=2)
+    seen = []
+    original = TransitionEnsemble.next_states
+
+    def next_states(self, states, actions, context=None):
+        seen.append((np.array(states), np.array(actions), np.array(context)))
+        return original(self, states, actions, context)
+
+    monkeypatch.setattr(TransitionEnsemble, "next_states", next_states)
+    imagined, _ = imagine_level(
+        "easy",
+        str(ckpt),
+        str(tmp_path / "mw_{level}.h5"),
+        domain="metaworld",
+        rollouts=2,
+        horizon=24,  # three prompt windows
+        progress=False,
+        state_model="ensemble",
+        ensemble={"members": 2, "hidden": [16], "max_steps": 20, "eval_every": 10},
+    )
+    assert "context" in imagined.provenance["state_model"]["ensemble"]
+    assert list(imagined.episode_lengths()) == [24, 24] and len(seen) == 24  # both ran on
+    for i in range(len(imagined)):
+        episode = imagined.episode(i)
+        expected = dynamics_context(
+            Task.from_spec(episode.task_spec), episode.states[:-1], episode.actions
+        )
+        for t in range(len(episode.actions)):
+            np.testing.assert_allclose(seen[t][2][i], expected[t], atol=1e-5)
+
+
 def test_babyai_grounding_imagines_integer_grid_states(tmp_path):
     """The pipeline is domain-generic: a BabyAI grounding checkpoint imagines rollouts whose
     states are rounded to the grid's integers and which are judged by BabyAI's quality judge."""
