@@ -4,6 +4,7 @@ existing datasets are not replaced unasked, foreign datasets are refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -55,6 +56,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     cheetah, _ = collect("halfcheetah", "hard", 2, seed=1, progress=False)
     imagined = load_dataset(SHIPPED_ROOT / "clevr" / "imaginary_hard.h5")
     mixed = RolloutDataset.concatenate([clevr.select([5, 0, 3]), imagined.select([7, 2, 11])])
+    states = np.array(mixed.states)
+    states[-1, 0] = 1.5  # an imagined ball beyond the wall (x in [-0.6, 0.6]), as drifting
+    mixed = dataclasses.replace(mixed, states=states)  # rollouts of the first recipe had
     confidence = np.random.default_rng(0).uniform(size=mixed.num_transitions)
     mixed = mixed.with_confidence("likelihood", confidence.astype(np.float32))
     mixed.instructions.append("an instruction no episode uses — café ✓")
