@@ -27,6 +27,7 @@ from imaginebench.data.schema import SOURCES
 from imaginebench.envs.base import Task
 from imaginebench.imagination.confidence import ENSEMBLE
 from imaginebench.imagination.filters import (
+    FilterConfig,
     episode_families,
     family_horizons,
     largest_potential_drop,
@@ -54,15 +55,17 @@ def keep_mask(
     for i, family in enumerate(episode_families(data)):
         if family_limits is not None and lengths[i] > family_limits.get(family, lengths[i]):
             keep[i] = False
-        elif max_progress_drop is not None and (
-            largest_potential_drop(tasks[data.episode_task[i]], data.episode(i).states)
-            > max_progress_drop
-        ):
-            keep[i] = False
-        elif min_confidence is not None and (
-            data.episode(i).confidence[ENSEMBLE].min(initial=1.0) < min_confidence
-        ):
-            keep[i] = False
+        elif max_progress_drop is not None or min_confidence is not None:
+            episode = data.episode(i)  # read once for both steps
+            if max_progress_drop is not None and (
+                largest_potential_drop(tasks[data.episode_task[i]], episode.states)
+                > max_progress_drop
+            ):
+                keep[i] = False
+            elif min_confidence is not None and (
+                episode.confidence[ENSEMBLE].min(initial=1.0) < min_confidence
+            ):
+                keep[i] = False
     return keep
 
 
@@ -88,10 +91,8 @@ def refilter_file(
     """
     if max_progress_drop is None and family_horizon is None and min_confidence is None:
         raise ValueError("give max_progress_drop, family_horizon, min_confidence or several")
-    if max_progress_drop is not None and max_progress_drop < 0:
-        raise ValueError(f"max_progress_drop must be >= 0, got {max_progress_drop}")
-    if min_confidence is not None and not 0.0 < min_confidence <= 1.0:
-        raise ValueError(f"min_confidence must be in (0, 1], got {min_confidence}")
+    # the steps' bounds are imagine's: one check of them
+    FilterConfig(max_progress_drop=max_progress_drop, min_confidence=min_confidence)
     out = Path(out)
     check_output_path(out, overwrite)
     data = load_dataset(path)
