@@ -25,10 +25,12 @@ from imaginebench.modules.grounding.module import transition_states
 from imaginebench.modules.grounding.sequences import (
     ACTION,
     ACTION_TARGET,
+    NO_INSTRUCTION,
     STATE,
     STATE_TARGET,
     TASK_KINDS,
     TOKEN_TARGET,
+    build_item,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1244,6 +1246,84 @@ def test_halfcheetah_grounding_imagines_continuous_windows(tmp_path):
     assert report.transition_correctness == pytest.approx(correct.mean())
 
 
+@pytest.mark.parametrize("words,context,window", [("clevr", 32, 3), (None, 0, None)])
+def test_guidance_zero_decodes_the_rollout_told_without_words(real_path, words, context, window):
+    """Instruction guidance at weight 0 is the prediction without words alone: every rollout
+    (windows re-prompted, rows ending early and leaving the batch, action words) equals
+    decoding the same episodes with the empty instruction and no guidance; weight 1 is the
+    instructed decoding."""
+    dm = _datamodule(real_path)
+    words = CLEVR_ACTION_WORDS if words else None
+    module = _tiny(dm, action_words=words, context_hidden=context, window=window)
+    _trainer(5).fit(module, dm)
+    if context:  # make the context MLP matter (its last layer starts at zero)
+        torch.nn.init.normal_(module.model.context[-1].weight, std=0.5)
+    specs = get_domain("clevr").make_suite().episodes("hard", 5, seed=0, split="data")
+    blank = [dataclasses.replace(s, instruction=NO_INSTRUCTION) for s in specs]
+    ends = {1: [2], 4: [0, 3]}  # batch positions stop (illegal) at steps 1 and 4: it shrinks
+
+    def drift(states, actions):  # a fixed dynamics model: the states do not depend on the LM
+        return states + 0.01 * (
+            1 + np.asarray(actions, dtype=np.float32).reshape(len(states), -1)[:, :1]
+        )
+
+    def decode(episodes, guidance):
+        decoding = DecodingConfig(batch_size=5, guidance=guidance)
+        imaginer = Imaginer(module, decoding, legal=_ScriptedRule(ends), dynamics=drift)
+        return imaginer.imagine(episodes, 7)
+
+    guided, told_blank, instructed = decode(specs, 0.0), decode(blank, 1.0), decode(specs, 1.0)
+    assert [len(guided[i].actions) for i in (2, 0, 4)] == [2, 5, 5]  # by batch position
+    assert [guided[i].illegal for i in (2, 0, 4)] == [True, True, True]
+    for a, b in zip(guided, told_blank):
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.states, b.states)
+        assert a.illegal == b.illegal and a.success == b.success
+    plain = Imaginer(
+        module, DecodingConfig(batch_size=5), legal=_ScriptedRule(ends), dynamics=drift
+    )
+    for a, b in zip(instructed, plain.imagine(specs, 7)):
+        np.testing.assert_array_equal(a.actions, b.actions)
+    assert any(
+        not np.array_equal(a.actions, b.actions) for a, b in zip(guided, instructed)
+    )  # the words matter to this model, so weight 0 is not the instructed decoding
+    with pytest.raises(ValueError, match="guidance must be >= 0"):
+        DecodingConfig(guidance=-1.0)
+
+
+def test_guided_continuous_actions_extrapolate_from_the_wordless_prediction(tmp_path):
+    """At weight w every continuous action is ``uncond + w (cond - uncond)`` (clipped) of what
+    teacher forcing predicts for the finished rollout with its instruction and without words."""
+    dm = _real_datamodule(tmp_path, "halfcheetah", 8, batch_size=4)
+    module = _tiny(dm, window=8)
+    _trainer(3).fit(module, dm)
+    module.eval()
+    specs = get_domain("halfcheetah").make_suite().episodes("easy", 4, seed=0, split="data")
+    weight = 2.5
+    rollouts = Imaginer(module, DecodingConfig(batch_size=4, guidance=weight)).imagine(specs, 6)
+    moved = 0.0
+    for r in rollouts:
+        told, blank = (
+            _teacher_forced_actions(module, words, r.states, r.actions)
+            for words in (r.spec.instruction, NO_INSTRUCTION)
+        )
+        expected = np.clip(blank + weight * (told - blank), -1.0, 1.0)
+        np.testing.assert_allclose(r.actions, expected, atol=1e-4)
+        moved = max(moved, float(np.abs(expected - np.clip(told, -1, 1)).max()))
+    assert moved > 1e-3  # guidance changed the actions
+
+
+def _teacher_forced_actions(module, instruction, states, actions):
+    """The action head's prediction at every action slot of one window, teacher-forced."""
+    batch = module.builder.collate([module.builder.generation(instruction, states, actions)])
+    model = module.model
+    with torch.no_grad():
+        hidden, _ = model.hidden(model.embed(batch), batch["attention_mask"], batch["position_ids"])
+        heads = model.batch_context(hidden[:, :-1], batch)
+        mask = batch["target"][:, 1:] == ACTION_TARGET
+        return model.action_out(heads)[mask].float().numpy().reshape(actions.shape)
+
+
 def _continuous_log_likelihood(module, rollout, sigma):
     """The Gaussian log-likelihood of a rollout's actions around what teacher forcing predicts
     (the action head's mean squared error, read back as the Gaussian's exponent)."""
@@ -1377,6 +1457,48 @@ def test_first_window_share_starts_that_share_of_generation_windows_at_the_reset
     assert torch.equal(zero.references(3, zero.train_episodes, 4000)["step"], plain["step"])
     with pytest.raises(ValueError, match="first_window_share"):
         _datamodule(real_path, first_window_share=1.5)
+
+
+def test_instruction_dropout_blanks_that_share_of_generation_instructions(real_path):
+    """``instruction_dropout`` tells that share of the generation sequences without words (the
+    reference instruction guidance needs) and leaves the other tasks, and the stream, as they
+    were; a blank reference's sequence is the generation item of the empty instruction."""
+    weights = {"generation": 1.0, "explanation": 1.0}
+    plain_dm = _datamodule(real_path, task_weights=weights)
+    dropout_dm = _datamodule(real_path, task_weights=weights, instruction_dropout=0.25)
+    for dm in (plain_dm, dropout_dm):
+        dm.setup("fit")
+    plain = plain_dm.references(5, plain_dm.train_episodes, 4000)
+    refs = dropout_dm.references(5, dropout_dm.train_episodes, 4000)
+    assert "blank" not in plain
+    for key in ("task", "episode", "step"):
+        assert torch.equal(refs[key], plain[key])
+    generation = refs["task"] == TASK_KINDS.index("generation")
+    assert not refs["blank"][~generation].any()  # explanations keep their target words
+    assert 0.22 < float(refs["blank"][generation].float().mean()) < 0.28
+    module = _tiny(dm := dropout_dm)
+    module.dataset = dm.dataset
+    module.model.fit_statistics(*transition_states(dm.dataset))
+    rows = (
+        torch.nonzero(refs["blank"])[:1, 0].tolist()
+        + torch.nonzero(generation & ~refs["blank"])[:1, 0].tolist()
+    )
+    for row in rows:
+        one = {key: value[row : row + 1] for key, value in refs.items()}
+        ep = dm.dataset.episode(int(one["episode"]))
+        words = NO_INSTRUCTION if bool(one["blank"]) else ep.instruction
+        expected = build_item(
+            module.builder, "generation", words, ep.states, ep.actions, int(one["step"])
+        )
+        batch = module.collate(one)
+        reference = module.builder.collate([expected], pack=module.pack_sequences)
+        assert torch.equal(batch["input_ids"], reference["input_ids"])
+    blank = module.collate({k: v[rows[0] : rows[0] + 1] for k, v in refs.items()})
+    worded = {k: v[rows[0] : rows[0] + 1].clone() for k, v in refs.items()}
+    worded["blank"][:] = False
+    assert blank["input_ids"].shape[1] < module.collate(worded)["input_ids"].shape[1]
+    with pytest.raises(ValueError, match="instruction_dropout"):
+        _datamodule(real_path, instruction_dropout=1.0)
 
 
 def test_coverage_rounds_imagine_the_tasks_no_kept_rollout_covers(tmp_path):

@@ -59,6 +59,11 @@ class GroundingDataModule(L.LightningDataModule):
             of 100-200-step episodes start there about once in 75-175 draws, so later windows,
             whose states already show the task (a running cheetah's velocity), teach the LM to
             ignore the words. 0 (default): uniform starts. Needs the module's ``window``.
+        instruction_dropout: share of the generation sequences whose instruction is replaced
+            by the empty one (the references' ``blank`` flag), so the same model also learns the
+            rollout without words, which instruction guidance (``decoding.guidance`` of
+            :class:`~imaginebench.imagination.decoder.DecodingConfig`) contrasts with the
+            instructed one. 0 (default): every sequence keeps its words.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class GroundingDataModule(L.LightningDataModule):
         val_fraction: float = 0.05,
         val_batches: int = 4,
         first_window_share: float = 0.0,
+        instruction_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         collect = as_config(collect, CollectConfig, "collect")
@@ -93,6 +99,9 @@ class GroundingDataModule(L.LightningDataModule):
         if not 0.0 <= first_window_share <= 1.0:
             raise ValueError(f"first_window_share must be in [0, 1], got {first_window_share}")
         self.first_window_share = first_window_share
+        if not 0.0 <= instruction_dropout < 1.0:
+            raise ValueError(f"instruction_dropout must be in [0, 1), got {instruction_dropout}")
+        self.instruction_dropout = instruction_dropout
         self.domain, self.real_path, self.collect = domain, real, collect
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.batch_size, self.seed = batch_size, seed
@@ -151,7 +160,12 @@ class GroundingDataModule(L.LightningDataModule):
             draw = torch.rand(size, generator=generator, dtype=torch.float64)
             first = (draw < self.first_window_share) & (task == TASK_KINDS.index("generation"))
             step_in_episode[first] = 0
-        return {"task": task, "episode": episode, "step": step_in_episode}
+        refs = {"task": task, "episode": episode, "step": step_in_episode}
+        if self.instruction_dropout > 0:  # drawn only then: the stream of 0 is unchanged
+            draw = torch.rand(size, generator=generator, dtype=torch.float64)
+            generation = task == TASK_KINDS.index("generation")
+            refs["blank"] = (draw < self.instruction_dropout) & generation
+        return refs
 
     # -- loaders ------------------------------------------------------------------------------
     def train_dataloader(self) -> "_ReferenceStream":

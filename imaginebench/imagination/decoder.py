@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from imaginebench.config import as_config
 from imaginebench.data.dataset import Episode
 from imaginebench.envs.base import EpisodeSpec
-from imaginebench.modules.grounding.sequences import to_device
+from imaginebench.modules.grounding.sequences import NO_INSTRUCTION, to_device
 
 if TYPE_CHECKING:
     from imaginebench.imagination.journal import Journal
@@ -66,6 +66,13 @@ class DecodingConfig:
         use_cache: KV-cached decoding (``False``: full re-forward per slot; same result).
         max_abs_state: a rollout whose state leaves ``[-max_abs_state, max_abs_state]`` (or
             becomes non-finite) is stopped and discarded as diverged.
+        guidance: instruction guidance, the weight ``w`` of the instructed prediction against
+            the one without words (classifier-free guidance): every action is chosen from
+            ``uncond + w * (cond - uncond)`` (action means, or log-probabilities of discrete
+            actions), where ``uncond`` continues the same rollout from a prompt with the empty
+            instruction. 1 (default): the instructed prediction alone; above 1 the words weigh
+            more than the rollout so far. Costs a second row per rollout; meant for modules
+            fine-tuned with ``instruction_dropout`` (``GroundingDataModule``), which learn both.
     """
 
     strategy: Strategy = "greedy"
@@ -74,6 +81,7 @@ class DecodingConfig:
     batch_size: int = 64
     use_cache: bool = True
     max_abs_state: float = 100.0
+    guidance: float = 1.0
 
     def __post_init__(self) -> None:
         if self.strategy not in ("greedy", "sample"):
@@ -84,6 +92,8 @@ class DecodingConfig:
             raise ValueError(f"action_noise must be >= 0, got {self.action_noise}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not self.guidance >= 0:
+            raise ValueError(f"guidance must be >= 0, got {self.guidance}")
 
 
 @dataclass
@@ -240,6 +250,7 @@ class Imaginer:
         self.illegal_retries = illegal_retries
         self.confidence, self.min_confidence = confidence, min_confidence
         self.dynamics_context = dynamics_context
+        self.guided = self.decoding.guidance != 1.0
         sampled_continuous = not self.discrete and self.decoding.strategy == "sample"
         if sampled_continuous and not self.decoding.action_noise:
             raise ValueError(
@@ -295,11 +306,12 @@ class Imaginer:
         in this prompt (the heads' context). With ``redo`` (``(B,)`` bool), only those rows
         draw anew; the others repeat their word choices ``kept``."""
         action, hidden = None, seq.last
-        log_likelihood = torch.zeros(len(hidden), device=hidden.device)
+        log_likelihood = torch.zeros(len(state), device=hidden.device)
         choices: list[Tensor] = []
+        paired_previous = None if previous is None else self._paired(previous)
         for word in range(self.model.words_per_action):
-            heads = self.model.with_context(hidden, state, previous)
-            prediction = self.model.action_logits(heads, word)
+            heads = self.model.with_context(hidden, self._paired(state), paired_previous)
+            prediction = self._guide(self.model.action_logits(heads, word))
             choice = self._choose(prediction)
             if redo is not None and kept is not None:
                 redo_rows = redo.to(choice.device).view(-1, *[1] * (choice.dim() - 1))
@@ -315,8 +327,30 @@ class Imaginer:
                 action = part if action is None else action + part
             else:
                 action = choice
-            hidden = seq.feed(self.model.embed_actions(action, word))
+            hidden = seq.feed(self._paired(self.model.embed_actions(action, word)))
         return action, hidden, log_likelihood, choices
+
+    def _paired(self, rows: Tensor) -> Tensor:
+        """Under guidance, ``rows`` for the instructed rows and again for their rows without
+        words (the sequences hold both halves); else ``rows``."""
+        return torch.cat([rows, rows]) if self.guided else rows
+
+    def _instructed(self, rows: Tensor) -> Tensor:
+        """The instructed half of paired rows (all of them without guidance)."""
+        return rows[: len(rows) // 2] if self.guided else rows
+
+    def _guide(self, prediction: Tensor) -> Tensor:
+        """One prediction per rollout: the guided combination of its two rows, or as it is."""
+        if not self.guided:
+            return prediction
+        if self.discrete:
+            prediction = torch.log_softmax(prediction.float(), -1)
+        instructed, without_words = prediction.chunk(2)
+        return without_words + self.decoding.guidance * (instructed - without_words)
+
+    def _keep(self, seq: _Sequences, rows: Tensor, count: int) -> None:
+        """Keep ``rows`` of the ``count`` rollouts in ``seq`` (both halves under guidance)."""
+        seq.keep(torch.cat([rows, rows + count]) if self.guided else rows)
 
     def _step(
         self,
@@ -332,7 +366,7 @@ class Imaginer:
         action's word choices (see :meth:`_act`) and the step's dynamics context
         (``context_of(actions)``; ``None`` without one)."""
         action, hidden, log_likelihood, choices = self._act(seq, current, previous, redo, kept)
-        heads = self.model.with_context(hidden, current, action)
+        heads = self.model.with_context(self._instructed(hidden), current, action)
         context = context_of(action.cpu().numpy()) if context_of is not None else None
         if self.dynamics is None:
             next_state = self.model.next_state(heads, current)
@@ -378,22 +412,25 @@ class Imaginer:
         it runs once per distinct prompt and its cache is copied to each of their rows (the
         prompt pass dominated the cost of short rollouts).
         """
+        instructions = [spec.instruction for spec in specs]
+        if self.guided:  # then the same rollouts told without words
+            instructions += [NO_INSTRUCTION] * len(specs)
+            states = [*states, *states]
         index_of: dict[tuple[str, bytes], int] = {}
         distinct: list[int] = []  # the first row of each distinct prompt
         inverse: list[int] = []  # each row's distinct prompt
-        for row, (spec, state) in enumerate(zip(specs, states)):
-            key = (spec.instruction, np.asarray(state, dtype=np.float32).tobytes())
+        for row, (instruction, state) in enumerate(zip(instructions, states)):
+            key = (instruction, np.asarray(state, dtype=np.float32).tobytes())
             if key not in index_of:
                 index_of[key] = len(distinct)
                 distinct.append(row)
             inverse.append(index_of[key])
         items = [
-            self.builder.rollout_prompt(specs[row].instruction, states[row], start)
-            for row in distinct
+            self.builder.rollout_prompt(instructions[row], states[row], start) for row in distinct
         ]
         batch = to_device(self.builder.collate(items, "left"), device)
         sequences = _Sequences(self.model, batch, self.decoding.use_cache)
-        if len(distinct) < len(specs):
+        if len(distinct) < len(instructions):
             sequences.keep(torch.as_tensor(inverse, device=device))
         return sequences
 
@@ -468,14 +505,14 @@ class Imaginer:
                 active, next_state = active[rows], next_state[rows]
                 action = action[rows.to(action.device)]
                 if not reprompt:  # a new prompt replaces the cache anyway
-                    seq.keep(rows.to(device))
+                    self._keep(seq, rows.to(device), len(finished) + len(rows))
             if reprompt:
                 rows_specs = [specs[i] for i in active.tolist()]
                 last = [states[i][-1] for i in active.tolist()]
                 seq = self._prompt(rows_specs, last, start + t + 1, device)
                 previous = None
             else:
-                seq.feed(self.model.embed_states(next_state))
+                seq.feed(self._paired(self.model.embed_states(next_state)))
                 previous = action
             current = next_state
         return [

@@ -264,6 +264,7 @@ def imagine_level(
             "action_noise": decoding.action_noise,
             "batch_size": decoding.batch_size,
             "kv_cache": decoding.use_cache,
+            "guidance": decoding.guidance,
         },
         "state_model": state_model
         if state_model == "lm"

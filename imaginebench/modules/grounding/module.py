@@ -30,6 +30,7 @@ from imaginebench.modules.grounding.language_models import (
 )
 from imaginebench.modules.grounding.model import GroundedLM
 from imaginebench.modules.grounding.sequences import (
+    NO_INSTRUCTION,
     TASK_KINDS,
     SequenceBuilder,
     build_item,
@@ -217,13 +218,15 @@ class GroundingModule(L.LightningModule):
         if self.dataset is None:
             raise RuntimeError("GroundingModule needs a GroundingDataModule (trainer.datamodule)")
         items = []
-        for kind, episode, step in zip(
-            refs["task"].tolist(), refs["episode"].tolist(), refs["step"].tolist()
+        blank = refs.get("blank", torch.zeros_like(refs["task"], dtype=torch.bool)).tolist()
+        for kind, episode, step, no_words in zip(
+            refs["task"].tolist(), refs["episode"].tolist(), refs["step"].tolist(), blank
         ):
             ep = self.dataset.episode(episode)
+            instruction = NO_INSTRUCTION if no_words else ep.instruction
             items.append(
                 build_item(
-                    self.builder, TASK_KINDS[kind], ep.instruction, ep.states, ep.actions, step
+                    self.builder, TASK_KINDS[kind], instruction, ep.states, ep.actions, step
                 )
             )
         return to_device(self.builder.collate(items, pack=self.pack_sequences), self.device)

@@ -38,6 +38,10 @@ from torch import Tensor
 TaskKind = Literal["generation", "dynamics", "explanation", "final_state"]
 TASK_KINDS: tuple[TaskKind, ...] = ("generation", "dynamics", "explanation", "final_state")
 
+#: the instruction of a rollout told without words (instruction dropout in training, the
+#: reference that instruction guidance contrasts with while imagining)
+NO_INSTRUCTION = ""
+
 # position kinds
 TEXT, STATE, ACTION, PAD = 0, 1, 2, 3
 # supervision targets
