@@ -9,6 +9,9 @@ wordings of the same run (docs/halfcheetah.md).
     python benchmarks/action_sensitivity.py --checkpoint C --real R \
         --task '<task spec of the real episodes>' --episodes 40 \
         --instructions "Run forward." "Move forward faster." "Run forward as fast as you can."
+
+``--guidance W`` scores the instruction-guided prediction that ``decoding.guidance: W`` decodes
+(``uncond + W (cond - uncond)``, ``uncond`` the prediction with the empty instruction).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 
 from imaginebench.data.format import load_dataset
 from imaginebench.modules.grounding import GroundingModule
-from imaginebench.modules.grounding.sequences import ACTION_TARGET
+from imaginebench.modules.grounding.sequences import ACTION_TARGET, NO_INSTRUCTION
 
 
 def predicted_actions(module, instruction: str, states: np.ndarray, actions: np.ndarray):
@@ -45,6 +48,9 @@ def main() -> None:
     parser.add_argument(
         "--steps", type=int, default=None, help="only the first STEPS actions (default: a window)"
     )
+    parser.add_argument(
+        "--guidance", type=float, default=1.0, help="instruction guidance weight (1: none)"
+    )
     args = parser.parse_args()
     module = GroundingModule.load_from_checkpoint(
         args.checkpoint, map_location="cpu", weights_only=True
@@ -62,12 +68,16 @@ def main() -> None:
         for ep in episodes:
             n = min(window, len(ep.actions))
             p, a = predicted_actions(module, sentence, ep.states[: n + 1], ep.actions[:n])
+            if args.guidance != 1.0:
+                u, _ = predicted_actions(module, NO_INSTRUCTION, ep.states[: n + 1], ep.actions[:n])
+                p = np.clip(u + args.guidance * (p - u), -1.0, 1.0)  # as decoding clips
             predicted.append(p)
             expert.append(a)
         p, a = np.concatenate(predicted), np.concatenate(expert)
         rows.append(
             {
                 "instruction": sentence,
+                "guidance": args.guidance,
                 "mean_abs_action": round(float(np.abs(p).mean()), 4),
                 "mse_to_expert": round(float(((p - a) ** 2).mean()), 4),
                 "expert_mean_abs_action": round(float(np.abs(a).mean()), 4),
