@@ -175,3 +175,41 @@ def test_entries_the_real_data_never_moves_from_zero_stay_zero_in_predicted_stat
     predicted = scorer.next_states(states, np.array([[0.5], [0.5]], np.float32))
     assert predicted[0, 1] == 0.0  # an unused slot stays unused
     assert predicted[1, 1] != 0.7 and predicted[:, 2].all()  # the others move as fitted
+
+
+def test_a_stored_ensemble_is_read_back_instead_of_fitted_again(tmp_path, monkeypatch, caplog):
+    """``fit_ensemble_on`` stores the seeded fit under the cache, keyed by the real file and
+    the settings: the next call reads it back (the same next states and confidences, no fit),
+    other settings fit anew, and an unreadable stored file is fitted again, not trusted."""
+    from imaginebench.data.hdf5 import save_dataset
+    from imaginebench.imagination.score import fit_ensemble_on
+
+    cheetah, _ = collect("halfcheetah", "train", 3, seed=0, progress=False)
+    real = tmp_path / "real.h5"
+    save_dataset(cheetah, real)
+    settings = EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10)
+    first, how = fit_ensemble_on(real, settings, False, cache_dir=tmp_path)
+    (stored,) = (tmp_path / "ensembles").glob("halfcheetah_*.pt")
+    fits = []
+    original_fit = TransitionEnsemble.fit.__func__
+    monkeypatch.setattr(
+        TransitionEnsemble,
+        "fit",
+        classmethod(lambda cls, *a, **k: fits.append(1) or original_fit(cls, *a, **k)),
+    )
+    again, how_again = fit_ensemble_on(real, settings, False, cache_dir=tmp_path)
+    assert fits == [] and how_again == how
+    before, after = cheetah.transition_indices()
+    states, actions = cheetah.states[before], cheetah.actions
+    np.testing.assert_array_equal(
+        again.next_states(states, actions), first.next_states(states, actions)
+    )
+    np.testing.assert_array_equal(again.confidence(cheetah), first.confidence(cheetah))
+    other = EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10, seed=1)
+    fit_ensemble_on(real, other, False, cache_dir=tmp_path)
+    assert fits == [1] and len(list((tmp_path / "ensembles").glob("*.pt"))) == 2
+    stored.write_bytes(b"not a checkpoint")
+    with caplog.at_level("WARNING"):
+        refitted, _ = fit_ensemble_on(real, settings, False, cache_dir=tmp_path)
+    assert fits == [1, 1] and "fitting again" in caplog.text
+    np.testing.assert_array_equal(refitted.confidence(cheetah), first.confidence(cheetah))

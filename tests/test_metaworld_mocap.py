@@ -71,11 +71,16 @@ def test_the_rebuilt_target_is_the_simulators(policy):
         dynamics_context(env.task, np.zeros((2, 91)), np.zeros((1, 4)))
 
 
-def test_the_ensemble_scores_a_dataset_and_single_transitions_alike():
+def test_the_ensemble_scores_a_dataset_and_single_transitions_alike(tmp_path):
     """Fitted with the domain's context, the ensemble needs it for single transitions, and
-    scoring a dataset equals scoring its transitions one call at a time with their context."""
+    scoring a dataset equals scoring its transitions one call at a time with their context;
+    stored and read back, it scores the same (and refuses to load without the context)."""
     from imaginebench.data.collect import collect
-    from imaginebench.imagination.confidence import TransitionEnsemble, dataset_context
+    from imaginebench.imagination.confidence import (
+        EnsembleConfig,
+        TransitionEnsemble,
+        dataset_context,
+    )
 
     real = collect("metaworld", "train", 6, seed=0, epsilon=0.1, progress=False)[0]
     hook = get_domain("metaworld").dynamics_context
@@ -95,3 +100,9 @@ def test_the_ensemble_scores_a_dataset_and_single_transitions_alike():
         real.num_transitions,
         91,
     )
+    scorer.save(tmp_path / "ensemble.pt")
+    config = EnsembleConfig(**settings)
+    restored = TransitionEnsemble.load(tmp_path / "ensemble.pt", config, hook)
+    np.testing.assert_array_equal(restored.confidence(real), scorer.confidence(real))
+    with pytest.raises(ValueError, match="with a dynamics context"):
+        TransitionEnsemble.load(tmp_path / "ensemble.pt", config)

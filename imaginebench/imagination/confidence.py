@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from imaginebench.config import as_config
+from imaginebench.data.atomic import atomic_path
 from imaginebench.data.dataset import Episode, RolloutDataset
 from imaginebench.envs.base import Task
 from imaginebench.modules.backbone import StateInstructionEncoder
@@ -223,19 +225,7 @@ class TransitionEnsemble:
         change_std = (next_state - state).std(0).clamp_min(1e-3)
         extra = torch.as_tensor(extra, dtype=torch.float32)[index]
         generator = torch.Generator().manual_seed(config.seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(config.seed)
-            trunks = [
-                StateInstructionEncoder(
-                    real.state_dim + extra.shape[1],
-                    1,
-                    config.hidden,
-                    1,
-                    _action_width(real.action_spec),
-                )
-                for _ in range(config.members)
-            ]
-            ensemble = DynamicsEnsemble(trunks, real.state_dim)
+        ensemble = _new_ensemble(config, real.state_dim, extra.shape[1], real.action_spec)
         scorer = cls(
             ensemble,
             state_mean,
@@ -271,6 +261,57 @@ class TransitionEnsemble:
             "transitions": float(len(distinct)),
         }
         return scorer
+
+    def save(self, path: str | Path) -> None:
+        """Write the fitted ensemble (weights, statistics, metrics) to ``path``, atomically;
+        :meth:`load` restores it."""
+        context_dim = 0 if self.context_mean is None else len(self.context_mean)
+        stored = {
+            "version": _STORED_VERSION,
+            "weights": self.ensemble.state_dict(),
+            "state_dim": len(self.state_mean),
+            "context_dim": context_dim,
+            "statistics": {
+                "state_mean": self.state_mean,
+                "state_std": self.state_std,
+                "change_std": self.change_std,
+                "zero_stays_zero": self.zero_stays_zero,
+                "context_mean": self.context_mean,
+                "context_std": self.context_std,
+            },
+            "action_spec": _plain(self.action_spec),
+            "metrics": self.metrics,
+        }
+        with atomic_path(path) as tmp:
+            torch.save(stored, tmp)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        config: EnsembleConfig,
+        context: Callable[[Task, np.ndarray, np.ndarray], np.ndarray] | None = None,
+    ) -> TransitionEnsemble:
+        """The ensemble :meth:`save` wrote, with members shaped by ``config`` (the one it was
+        fitted with) and the domain's ``context`` function."""
+        stored = torch.load(path, map_location="cpu", weights_only=True)
+        if stored.get("version") != _STORED_VERSION:
+            raise ValueError(f"{path}: not a stored ensemble of this version")
+        ensemble = _new_ensemble(
+            config, stored["state_dim"], stored["context_dim"], stored["action_spec"]
+        )
+        ensemble.load_state_dict(stored["weights"])
+        if stored["context_dim"] > 0 and context is None:
+            raise ValueError(f"{path}: stored with a dynamics context; pass the domain's")
+        if stored["context_dim"] == 0 and context is not None:
+            raise ValueError(f"{path}: stored without a dynamics context")
+        return cls(
+            ensemble,
+            action_spec=stored["action_spec"],
+            metrics=stored["metrics"],
+            context=context,
+            **stored["statistics"],
+        )
 
     def _features(
         self, state: Tensor, actions: Tensor, context: Tensor | np.ndarray | None = None
@@ -372,6 +413,39 @@ def dataset_context(
         task = tasks[dataset.episode_task[i]]
         parts.append(np.asarray(context(task, episode.states[:-1], episode.actions), np.float32))
     return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+
+
+_STORED_VERSION = 1
+
+
+def _new_ensemble(
+    config: EnsembleConfig, state_dim: int, context_dim: int, action_spec: Mapping[str, Any]
+) -> DynamicsEnsemble:
+    """Freshly initialised members (seeded by ``config.seed``) for ``state_dim`` states with
+    ``context_dim`` context inputs."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        trunks = [
+            StateInstructionEncoder(
+                state_dim + context_dim, 1, config.hidden, 1, _action_width(action_spec)
+            )
+            for _ in range(config.members)
+        ]
+        return DynamicsEnsemble(trunks, state_dim)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars as lists and Python numbers (a spec that loads
+    under ``weights_only``)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def _confidence(disagreement: np.ndarray) -> np.ndarray:

@@ -11,6 +11,9 @@ interrupted run leaves every file either untouched or completely rewritten.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -23,6 +26,7 @@ from imaginebench.config import as_config
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.hdf5 import load_dataset, save_dataset
 from imaginebench.data.shipped import SHIPPED_ROOT, file_sha256, resolve_data_path
+from imaginebench.datamodules.sources import default_cache_dir
 from imaginebench.envs import get_domain
 from imaginebench.imagination.confidence import (
     CONFIDENCE_SOURCES,
@@ -33,6 +37,8 @@ from imaginebench.imagination.confidence import (
     likelihood_confidence,
     lm_step_log_likelihoods,
 )
+
+log = logging.getLogger(__name__)
 
 
 def with_confidence(
@@ -54,21 +60,44 @@ def fit_ensemble_on(
     config: EnsembleConfig | Mapping[str, Any] | None,
     progress: bool,
     loaded: RolloutDataset | None = None,
+    cache_dir: str | Path | None = None,
 ) -> tuple[TransitionEnsemble, dict[str, Any]]:
     """The ensemble scorer fitted on the real file (``loaded``: its dataset, if already read),
     with the domain's dynamics context as more inputs where it has one, and how (for the
-    provenance)."""
+    provenance). The fit is seeded, so it is stored under ``<cache>/ensembles/`` (default:
+    the data cache, ``$IMAGINEBENCH_CACHE``) keyed by the real file's SHA-256 and the
+    settings, and read back by the next call with the same ones instead of fitted again."""
     path = resolve_data_path(str(real))
     config = as_config(config, EnsembleConfig, "ensemble") or EnsembleConfig()
+    settings = asdict(config)
+    real_sha256 = file_sha256(path)
     dataset = loaded if loaded is not None else load_dataset(path)
     context = get_domain(dataset.domain).dynamics_context
-    scorer = TransitionEnsemble.fit(dataset, config, progress=progress, context=context)
-    settings = asdict(config)
+    key = hashlib.sha256(
+        json.dumps(
+            {"real": real_sha256, "settings": settings, "context": context is not None},
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:20]
+    stored = Path(cache_dir or default_cache_dir()) / "ensembles" / f"{dataset.domain}_{key}.pt"
+    if stored.is_file():
+        try:
+            scorer = TransitionEnsemble.load(stored, config, context)
+        except Exception as error:  # a cache: whatever cannot be read is fitted again
+            log.warning("%s: not a usable stored ensemble (%s); fitting again", stored, error)
+            scorer = None
+        else:
+            log.info("dynamics ensemble read from %s", stored)
+    else:
+        scorer = None
+    if scorer is None:
+        scorer = TransitionEnsemble.fit(dataset, config, progress=progress, context=context)
+        scorer.save(stored)
     how = {
         "method": "committee spread of a dynamics ensemble fitted on the real data and the "
         "imagined change, exp(-spread)",
         "real": str(path),
-        "real_sha256": file_sha256(path),
+        "real_sha256": real_sha256,
         "ensemble": {**settings, "hidden": list(settings.get("hidden", ()))},
         "fit": scorer.metrics,
     }
