@@ -123,3 +123,17 @@ def test_real_files_are_refused(tmp_path, capsys, real):
     args = ["refilter", str(real), "--max-progress-drop", "0", "--out", str(tmp_path / "x.h5")]
     assert main(args) == 2
     assert "real episodes" in capsys.readouterr().err
+
+
+def test_the_regeneration_command_carries_instruction_guidance():
+    """A file decoded with instruction guidance is regenerated with it; without, the command
+    is what it was."""
+    provenance = {
+        "level": "rephrase",
+        "rollouts_requested": 200,
+        "seed": 0,
+        "decoding": {"strategy": "greedy", "guidance": 4.0},
+    }
+    assert "--decoding.guidance 4.0 " in _regenerate_command(provenance, "halfcheetah", "x.h5")
+    provenance["decoding"]["guidance"] = 1.0
+    assert "guidance" not in _regenerate_command(provenance, "halfcheetah", "x.h5")

@@ -107,8 +107,10 @@ def test_a_tampered_file_fails_verification(tmp_path):
 
 @pytest.mark.parametrize("domain,level", IMAGINARY)
 def test_shipped_imaginary_data_is_valid_and_self_consistent(domain, level):
-    dataset = load_dataset(resolve_data_path(f"shipped:{domain}/imaginary_{level}.h5"))
-    assert dataset.domain == domain and len(dataset) > 100
+    path = resolve_data_path(f"shipped:{domain}/imaginary_{level}.h5")
+    dataset = load_dataset(path)
+    listed = json.loads((path.parent / "MANIFEST.json").read_text())["files"][path.name]
+    assert dataset.domain == domain and len(dataset) == listed["episodes"] > 0
     assert set(dataset.episode_source.tolist()) == {1}  # imaginary
     assert dataset.provenance["level"] == level
     # the success flags are the tasks' own judgement of the imagined states

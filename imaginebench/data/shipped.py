@@ -45,6 +45,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         f"--rollouts {provenance['rollouts_requested']} --seed {provenance['seed']} "
         f"--decoding.strategy {decoding.get('strategy', 'greedy')} "
     )
+    if decoding.get("guidance", 1.0) != 1.0:  # instruction guidance (1: none)
+        command += f"--decoding.guidance {decoding['guidance']} "
     if provenance.get("adapter_checkpoint"):
         command += f"--checkpoint {provenance['adapter_checkpoint']} "
     if provenance.get("filters"):  # exactly the file's (every field), whatever the config says
