@@ -20,22 +20,11 @@ import argparse
 import json
 
 import numpy as np
-import torch
 
 from imaginebench.data.format import load_dataset
+from imaginebench.imagination.confidence import teacher_forced_actions
 from imaginebench.modules.grounding import GroundingModule
-from imaginebench.modules.grounding.sequences import ACTION_TARGET, NO_INSTRUCTION
-
-
-def predicted_actions(module, instruction: str, states: np.ndarray, actions: np.ndarray):
-    """The action head's predictions at every action slot of one window, teacher-forced."""
-    batch = module.builder.collate([module.builder.generation(instruction, states, actions)])
-    model = module.model
-    with torch.no_grad():
-        hidden, _ = model.hidden(model.embed(batch), batch["attention_mask"], batch["position_ids"])
-        heads = model.batch_context(hidden[:, :-1], batch)
-        mask = batch["target"][:, 1:] == ACTION_TARGET
-        return model.action_out(heads)[mask].float().numpy(), batch["action"][:, 1:][mask].numpy()
+from imaginebench.modules.grounding.sequences import NO_INSTRUCTION
 
 
 def main() -> None:
@@ -67,9 +56,10 @@ def main() -> None:
         predicted, expert = [], []
         for ep in episodes:
             n = min(window, len(ep.actions))
-            p, a = predicted_actions(module, sentence, ep.states[: n + 1], ep.actions[:n])
+            states, a = ep.states[: n + 1], ep.actions[:n]
+            p = teacher_forced_actions(module, sentence, states, a)
             if args.guidance != 1.0:
-                u, _ = predicted_actions(module, NO_INSTRUCTION, ep.states[: n + 1], ep.actions[:n])
+                u = teacher_forced_actions(module, NO_INSTRUCTION, states, a)
                 p = np.clip(u + args.guidance * (p - u), -1.0, 1.0)  # as decoding clips
             predicted.append(p)
             expert.append(a)

@@ -18,6 +18,7 @@ from imaginebench.datamodules import CollectConfig, GroundingDataModule
 from imaginebench.envs import get_domain
 from imaginebench.envs.clevr.quality import ClevrQuality, legal_states
 from imaginebench.imagination import DecodingConfig, Imaginer, to_episode
+from imaginebench.imagination.confidence import teacher_forced_actions
 from imaginebench.imagination.quality import quality_report, replayed_success
 from imaginebench.modules.backbone import resolve_encoder_path
 from imaginebench.modules.grounding import GroundingModule, LoraSettings
@@ -1304,24 +1305,13 @@ def test_guided_continuous_actions_extrapolate_from_the_wordless_prediction(tmp_
     moved = 0.0
     for r in rollouts:
         told, blank = (
-            _teacher_forced_actions(module, words, r.states, r.actions)
+            teacher_forced_actions(module, words, r.states, r.actions)
             for words in (r.spec.instruction, NO_INSTRUCTION)
         )
         expected = np.clip(blank + weight * (told - blank), -1.0, 1.0)
         np.testing.assert_allclose(r.actions, expected, atol=1e-4)
         moved = max(moved, float(np.abs(expected - np.clip(told, -1, 1)).max()))
     assert moved > 1e-3  # guidance changed the actions
-
-
-def _teacher_forced_actions(module, instruction, states, actions):
-    """The action head's prediction at every action slot of one window, teacher-forced."""
-    batch = module.builder.collate([module.builder.generation(instruction, states, actions)])
-    model = module.model
-    with torch.no_grad():
-        hidden, _ = model.hidden(model.embed(batch), batch["attention_mask"], batch["position_ids"])
-        heads = model.batch_context(hidden[:, :-1], batch)
-        mask = batch["target"][:, 1:] == ACTION_TARGET
-        return model.action_out(heads)[mask].float().numpy().reshape(actions.shape)
 
 
 def _continuous_log_likelihood(module, rollout, sigma):

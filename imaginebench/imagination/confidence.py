@@ -58,6 +58,20 @@ def likelihood_confidence(step_log_likelihoods: np.ndarray) -> np.ndarray:
 
 # -- likelihood of existing rollouts -----------------------------------------------------------
 @torch.no_grad()
+def teacher_forced_actions(
+    module: Any, instruction: str, states: np.ndarray, actions: np.ndarray
+) -> np.ndarray:
+    """The action head's continuous prediction at every action slot of one generation window
+    (``states`` ``(T + 1, D)``, ``actions`` ``(T, A)``), teacher-forced: ``(T, A)``."""
+    builder, model = module.builder, module.model
+    batch = builder.collate([builder.generation(instruction, states, actions)])
+    hidden, _ = model.hidden(model.embed(batch), batch["attention_mask"], batch["position_ids"])
+    heads = model.batch_context(hidden[:, :-1], batch)
+    at_actions = batch["target"][:, 1:] == ACTION_TARGET
+    return model.action_out(heads)[at_actions].float().numpy().reshape(np.shape(actions))
+
+
+@torch.no_grad()
 def lm_step_log_likelihoods(
     module: Any, episodes: Sequence[Episode], batch_size: int = 16, progress: bool = False
 ) -> list[np.ndarray]:
