@@ -429,7 +429,7 @@ def dataset_context(
     return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
 
 
-_STORED_VERSION = 1
+_STORED_VERSION = 1  # raise when the members' architecture or the stored fields change
 
 
 def _new_ensemble(
