@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 from imaginebench.config import as_config
 from imaginebench.data.atomic import atomic_path
 from imaginebench.data.dataset import Episode, RolloutDataset
+from imaginebench.data.schema import normalise_action_spec
 from imaginebench.envs.base import Task
 from imaginebench.modules.backbone import StateInstructionEncoder
 from imaginebench.modules.dynamics import DynamicsEnsemble, fit_ensemble
@@ -293,7 +294,7 @@ class TransitionEnsemble:
                 "context_mean": self.context_mean,
                 "context_std": self.context_std,
             },
-            "action_spec": _plain(self.action_spec),
+            "action_spec": normalise_action_spec(self.action_spec, str(path)),  # plain JSON
             "metrics": self.metrics,
         }
         with atomic_path(path) as tmp:
@@ -446,20 +447,6 @@ def _new_ensemble(
             for _ in range(config.members)
         ]
         return DynamicsEnsemble(trunks, state_dim)
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with numpy arrays and scalars as lists and Python numbers (a spec that loads
-    under ``weights_only``)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def _confidence(disagreement: np.ndarray) -> np.ndarray:

@@ -348,9 +348,11 @@ class Imaginer:
         instructed, without_words = prediction.chunk(2)
         return without_words + self.decoding.guidance * (instructed - without_words)
 
-    def _keep(self, seq: _Sequences, rows: Tensor, count: int) -> None:
-        """Keep ``rows`` of the ``count`` rollouts in ``seq`` (both halves under guidance)."""
-        seq.keep(torch.cat([rows, rows + count]) if self.guided else rows)
+    def _keep(self, seq: _Sequences, rows: Tensor) -> None:
+        """Keep ``rows`` of the rollouts in ``seq`` (both halves under guidance)."""
+        if self.guided:
+            rows = torch.cat([rows, rows + len(seq.last) // 2])
+        seq.keep(rows)
 
     def _step(
         self,
@@ -505,7 +507,7 @@ class Imaginer:
                 active, next_state = active[rows], next_state[rows]
                 action = action[rows.to(action.device)]
                 if not reprompt:  # a new prompt replaces the cache anyway
-                    self._keep(seq, rows.to(device), len(finished) + len(rows))
+                    self._keep(seq, rows.to(device))
             if reprompt:
                 rows_specs = [specs[i] for i in active.tolist()]
                 last = [states[i][-1] for i in active.tolist()]

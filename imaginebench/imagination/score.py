@@ -80,16 +80,13 @@ def fit_ensemble_on(
         ).encode()
     ).hexdigest()[:20]
     stored = Path(cache_dir or default_cache_dir()) / "ensembles" / f"{dataset.domain}_{key}.pt"
+    scorer = None
     if stored.is_file():
         try:
             scorer = TransitionEnsemble.load(stored, config, context)
+            log.info("dynamics ensemble read from %s", stored)
         except Exception as error:  # a cache: whatever cannot be read is fitted again
             log.warning("%s: not a usable stored ensemble (%s); fitting again", stored, error)
-            scorer = None
-        else:
-            log.info("dynamics ensemble read from %s", stored)
-    else:
-        scorer = None
     if scorer is None:
         scorer = TransitionEnsemble.fit(dataset, config, progress=progress, context=context)
         scorer.save(stored)
