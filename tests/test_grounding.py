@@ -1292,6 +1292,59 @@ def test_guidance_zero_decodes_the_rollout_told_without_words(real_path, words, 
         DecodingConfig(guidance=-1.0)
 
 
+def test_guidance_contrasts_the_words_with_their_reference_instruction(real_path):
+    """With a reference instruction (``guidance_reference: nearest_seen``), guidance at weight 0
+    decodes every rollout as if it were told its reference instruction, unguided."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    _trainer(5).fit(module, dm)
+    specs = get_domain("clevr").make_suite().episodes("easy", 4, seed=0, split="data")
+    seen = "Push the red ball to the left of the blue ball"
+    told_seen = [dataclasses.replace(s, instruction=seen) for s in specs]
+    assert all(s.instruction != seen for s in specs)
+
+    def drift(states, actions):
+        return states + 0.01 * (
+            1 + np.asarray(actions, dtype=np.float32).reshape(len(states), -1)[:, :1]
+        )
+
+    contrasted = DecodingConfig(batch_size=4, guidance=0.0, guidance_reference="nearest_seen")
+    guided = Imaginer(module, contrasted, dynamics=drift, reference_of=lambda _: seen)
+    plain = Imaginer(module, DecodingConfig(batch_size=4), dynamics=drift)
+    blank = Imaginer(module, DecodingConfig(batch_size=4, guidance=0.0), dynamics=drift)
+    from_reference, from_seen = guided.imagine(specs, 6), plain.imagine(told_seen, 6)
+    for a, b in zip(from_reference, from_seen):
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.states, b.states)
+    assert any(  # not the empty instruction's rollouts
+        not np.array_equal(a.actions, b.actions)
+        for a, b in zip(from_reference, blank.imagine(specs, 6))
+    )
+    with pytest.raises(ValueError, match="reference_of"):
+        Imaginer(module, contrasted)
+    with pytest.raises(ValueError, match="needs guidance != 1"):
+        DecodingConfig(guidance_reference="nearest_seen")
+    with pytest.raises(ValueError, match="guidance_reference must be"):
+        DecodingConfig(guidance=2.0, guidance_reference="nearest")
+
+
+def test_nearest_seen_instruction_finds_the_task_the_new_words_extend():
+    """The real sentence encoder maps each HalfCheetah `easy` wording ("run forward faster")
+    to a training wording of the run in the same direction."""
+    from imaginebench.envs.halfcheetah import instructions as text
+    from imaginebench.imagination.references import NearestSeenInstruction
+
+    seen = {wording: task for task, wordings in text.TRAIN.items() for wording in wordings}
+    nearest = NearestSeenInstruction(list(seen))
+    suite = get_domain("halfcheetah").make_suite()
+    easy = {w: task.direction for task in suite.tasks("easy") for w in task.instructions()}
+    for wording, direction in easy.items():
+        assert seen[nearest(wording)] == f"run_{direction}", (wording, nearest(wording))
+    assert set(nearest.chosen) == set(easy)
+    with pytest.raises(ValueError, match="at least one"):
+        NearestSeenInstruction([""])
+
+
 def test_guided_continuous_actions_extrapolate_from_the_wordless_prediction(tmp_path):
     """At weight w every continuous action is ``uncond + w (cond - uncond)`` (clipped) of what
     teacher forcing predicts for the finished rollout with its instruction and without words."""

@@ -47,6 +47,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
     )
     if decoding.get("guidance", 1.0) != 1.0:  # instruction guidance (1: none)
         command += f"--decoding.guidance {decoding['guidance']} "
+    if decoding.get("guidance_reference", "empty") != "empty":
+        command += f"--decoding.guidance_reference {decoding['guidance_reference']} "
     if provenance.get("adapter_checkpoint"):
         command += f"--checkpoint {provenance['adapter_checkpoint']} "
     if provenance.get("filters"):  # exactly the file's (every field), whatever the config says

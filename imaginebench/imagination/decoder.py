@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from imaginebench.imagination.journal import Journal
 
 Strategy = Literal["greedy", "sample"]
+GuidanceReference = Literal["empty", "nearest_seen"]
 
 
 @dataclass
@@ -73,6 +74,13 @@ class DecodingConfig:
             instruction. 1 (default): the instructed prediction alone; above 1 the words weigh
             more than the rollout so far. Costs a second row per rollout; meant for modules
             fine-tuned with ``instruction_dropout`` (``GroundingDataModule``), which learn both.
+        guidance_reference: what the words are contrasted with under guidance: ``empty`` (the
+            empty instruction, classifier-free guidance) or ``nearest_seen`` (the training
+            instruction closest in meaning, a negative prompt: ``w > 1`` then amplifies what
+            the new words say beyond the nearest task the module has seen, e.g. "faster" in
+            "run forward faster"; needs no ``instruction_dropout``). ``imaginebench imagine``
+            finds that instruction with the sentence encoder
+            (:class:`~imaginebench.imagination.references.NearestSeenInstruction`).
     """
 
     strategy: Strategy = "greedy"
@@ -82,6 +90,7 @@ class DecodingConfig:
     use_cache: bool = True
     max_abs_state: float = 100.0
     guidance: float = 1.0
+    guidance_reference: GuidanceReference = "empty"
 
     def __post_init__(self) -> None:
         if self.strategy not in ("greedy", "sample"):
@@ -94,6 +103,16 @@ class DecodingConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if not self.guidance >= 0:
             raise ValueError(f"guidance must be >= 0, got {self.guidance}")
+        if self.guidance_reference not in ("empty", "nearest_seen"):
+            raise ValueError(
+                "guidance_reference must be 'empty' or 'nearest_seen', got "
+                f"{self.guidance_reference!r}"
+            )
+        if self.guidance_reference != "empty" and self.guidance == 1.0:
+            raise ValueError(
+                f"guidance_reference={self.guidance_reference!r} needs guidance != 1 (at 1 the "
+                "instructed prediction is used alone)"
+            )
 
 
 @dataclass
@@ -204,6 +223,8 @@ class Imaginer:
             with ``min_confidence``, a rollout stops at its first transition trusted less,
             flagged ``uncertain`` (after the same redraws as an illegal state).
         min_confidence: that threshold.
+        reference_of: under guidance, ``instruction -> the instruction it is contrasted
+            with`` (``decoding.guidance_reference: nearest_seen``); ``None``: the empty one.
         journal: a :class:`~imaginebench.imagination.journal.Journal` that stores each decoded
             batch with the random state after it, and gives stored batches back instead of
             decoding them again (an interrupted run resumes where it stopped).
@@ -222,8 +243,15 @@ class Imaginer:
         confidence: Callable[..., np.ndarray] | None = None,
         min_confidence: float | None = None,
         dynamics_context: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None = None,
+        reference_of: Callable[[str], str] | None = None,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
+        if (reference_of is None) != (self.decoding.guidance_reference == "empty"):
+            raise ValueError(
+                "reference_of=... goes with decoding.guidance_reference other than 'empty' "
+                "(what a rollout's words are contrasted with)"
+            )
+        self.reference_of = reference_of
         self.journal = journal
         self.batches_decoded = 0  # batch number in the journal, over every call of imagine()
         self.dynamics = dynamics
@@ -331,8 +359,8 @@ class Imaginer:
         return action, hidden, log_likelihood, choices
 
     def _paired(self, rows: Tensor) -> Tensor:
-        """Under guidance, ``rows`` for the instructed rows and again for their rows without
-        words (the sequences hold both halves); else ``rows``."""
+        """Under guidance, ``rows`` for the instructed rows and again for their reference rows
+        (the sequences hold both halves); else ``rows``."""
         return torch.cat([rows, rows]) if self.guided else rows
 
     def _instructed(self, rows: Tensor) -> Tensor:
@@ -345,8 +373,8 @@ class Imaginer:
             return prediction
         if self.discrete:
             prediction = torch.log_softmax(prediction.float(), -1)
-        instructed, without_words = prediction.chunk(2)
-        return without_words + self.decoding.guidance * (instructed - without_words)
+        instructed, reference = prediction.chunk(2)
+        return reference + self.decoding.guidance * (instructed - reference)
 
     def _keep(self, seq: _Sequences, rows: Tensor) -> None:
         """Keep ``rows`` of the rollouts in ``seq`` (both halves under guidance)."""
@@ -415,8 +443,9 @@ class Imaginer:
         prompt pass dominated the cost of short rollouts).
         """
         instructions = [spec.instruction for spec in specs]
-        if self.guided:  # then the same rollouts told without words
-            instructions += [NO_INSTRUCTION] * len(specs)
+        if self.guided:  # then the same rollouts told their reference (default: no words)
+            reference = self.reference_of or (lambda _: NO_INSTRUCTION)
+            instructions += [reference(spec.instruction) for spec in specs]
             states = [*states, *states]
         index_of: dict[tuple[str, bytes], int] = {}
         distinct: list[int] = []  # the first row of each distinct prompt

@@ -41,6 +41,7 @@ from imaginebench.imagination.confidence import (
     likelihood_confidence,
 )
 from imaginebench.imagination.decoder import DecodingConfig, ImaginedRollout, Imaginer, to_episode
+from imaginebench.imagination.references import NearestSeenInstruction
 from imaginebench.imagination.filters import (
     FilterConfig,
     FilterCounts,
@@ -133,7 +134,10 @@ def imagine_level(
     needs_horizon = horizon is None and filters.horizon_quantile is not None
     decodes_with_ensemble = state_model == "ensemble" or filters.min_confidence is not None
     needs_ensemble = decodes_with_ensemble or ensemble_confidence
-    needs_real = needs_horizon or needs_ensemble or filters.family_horizon_scale is not None
+    nearest_seen = decoding.guidance_reference == "nearest_seen"
+    needs_real = (
+        needs_horizon or needs_ensemble or nearest_seen or filters.family_horizon_scale is not None
+    )
     real_path = _real_data_path(checkpoint) if needs_real else None
     real = load_dataset(real_path) if real_path is not None else None  # read once, used twice
     if needs_horizon:
@@ -193,6 +197,7 @@ def imagine_level(
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
+    reference_of = NearestSeenInstruction(real.instructions) if nearest_seen else None
     imaginer = Imaginer(
         module,
         decoding,
@@ -205,6 +210,7 @@ def imagine_level(
         confidence=None if filters.min_confidence is None else scorer.transition_confidence,
         min_confidence=filters.min_confidence,
         dynamics_context=scorer.context if decodes_with_ensemble else None,
+        reference_of=reference_of,
     )
 
     def imagine_and_select(episodes: list) -> tuple[list, FilterCounts]:
@@ -265,12 +271,15 @@ def imagine_level(
             "batch_size": decoding.batch_size,
             "kv_cache": decoding.use_cache,
             "guidance": decoding.guidance,
+            "guidance_reference": decoding.guidance_reference,
         },
         "state_model": state_model
         if state_model == "lm"
         else {"ensemble": {k: v for k, v in how.items() if k != "method"}},
         "seconds": round(seconds, 1),
     }
+    if reference_of is not None:
+        provenance["decoding"]["references"] = dict(reference_of.chosen)
     if has_likelihood:
         provenance["confidence"] = {
             LIKELIHOOD: {
