@@ -41,7 +41,6 @@ from imaginebench.imagination.confidence import (
     likelihood_confidence,
 )
 from imaginebench.imagination.decoder import DecodingConfig, ImaginedRollout, Imaginer, to_episode
-from imaginebench.imagination.references import NearestSeenInstruction
 from imaginebench.imagination.filters import (
     FilterConfig,
     FilterCounts,
@@ -62,6 +61,7 @@ from imaginebench.imagination.quality import (
     quality_report,
     save_report_beside,
 )
+from imaginebench.imagination.references import NearestSeenInstruction
 from imaginebench.imagination.score import fit_ensemble_on, with_confidence
 
 log = logging.getLogger(__name__)
