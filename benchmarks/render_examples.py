@@ -4,11 +4,12 @@
 
 Real episodes are collected here with each domain's expert (``imaginebench collect``'s code:
 5 episodes of level ``train``, seed 0); imagined ones come from the shipped
-``imaginary_hard.h5`` of each domain that ships imaginary data (Meta-World and LIBERO ship
-none). From
-each file the first successful episode at least ``MIN_STEPS`` long is drawn (else the first
-successful one, else episode 0). Each GIF is what ``imaginebench render FILE --episode i --height 150 --width 200
---every K --out ...`` writes; ``--every`` thins the long continuous-control episodes.
+``imaginary_hard.h5`` of each domain that ships imaginary data, or from a file named with
+``--imagined DOMAIN=FILE`` (Meta-World and LIBERO ship none: docs/rendering.md names the
+commands that imagined theirs). From each file the first successful episode at least
+``MIN_STEPS`` long is drawn (else the first successful one, else episode 0). Each GIF is what
+``imaginebench render FILE --episode i --height 150 --width 200 --every K --out ...`` writes;
+``--every`` thins the long continuous-control episodes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from imaginebench.cli import main as imaginebench
 from imaginebench.data.collect import collect
 from imaginebench.data.format import load_dataset, save_dataset
-from imaginebench.data.shipped import SHIPPED_ROOT, resolve_data_path
+from imaginebench.data.shipped import resolve_data_path
 
 ROOT = Path(__file__).resolve().parents[1]
 # domain -> keep every K-th state (the long continuous-control episodes)
@@ -61,8 +62,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", default=str(ROOT / "docs" / "figures"))
     parser.add_argument("--domains", nargs="+", default=list(EVERY), choices=list(EVERY))
+    parser.add_argument(
+        "--imagined",
+        nargs="+",
+        default=[],
+        metavar="DOMAIN=FILE",
+        help="an imagined file to draw instead of the domain's shipped imaginary_hard.h5",
+    )
     args = parser.parse_args()
     out_dir = Path(args.out_dir)
+    chosen = dict(_domain_file(item) for item in args.imagined)
     with tempfile.TemporaryDirectory() as scratch:
         for domain in args.domains:
             print(domain)
@@ -71,13 +80,21 @@ def main() -> None:
             save_dataset(dataset, real)
             episode = pick_episode(real, MIN_STEPS[domain])
             render(str(real), episode, out_dir / f"render_{domain}_real.gif", EVERY[domain])
-            imagined = SHIPPED_ROOT / domain / "imaginary_hard.h5"
-            if not imagined.is_file():
-                print(f"  no shipped imaginary data for {domain}")
+            imagined = chosen.get(domain, f"shipped:{domain}/imaginary_hard.h5")
+            if not resolve_data_path(imagined).is_file():
+                print(f"  no imaginary data for {domain} ({imagined}; see --imagined)")
                 continue
-            episode = pick_episode(imagined, MIN_STEPS[domain])
+            episode = pick_episode(resolve_data_path(imagined), MIN_STEPS[domain])
             out = out_dir / f"render_{domain}_imaginary.gif"
-            render(f"shipped:{domain}/imaginary_hard.h5", episode, out, EVERY[domain])
+            render(imagined, episode, out, EVERY[domain])
+
+
+def _domain_file(item: str) -> tuple[str, str]:
+    """``DOMAIN=FILE`` -> ``(domain, file)``."""
+    domain, sep, path = item.partition("=")
+    if not sep or domain not in EVERY or not path:
+        raise SystemExit(f"--imagined takes DOMAIN=FILE with DOMAIN one of {list(EVERY)}: {item!r}")
+    return domain, path
 
 
 if __name__ == "__main__":
