@@ -58,7 +58,9 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
 
         filters = asdict(FilterConfig(**provenance["filters"]))  # steps added since: defaults
         command += f"--filters '{json.dumps(filters, sort_keys=True)}' "
-    if isinstance(provenance.get("state_model"), dict):  # a model other than the LM's head
+    if provenance.get("state_model") == "lm":  # the LM's own state head, whatever the config says
+        command += "--state_model lm "
+    elif isinstance(provenance.get("state_model"), dict):  # a fitted model
         name, fitted = next(iter(provenance["state_model"].items()))
         command += f"--state_model {name} "
         if isinstance(fitted, dict) and isinstance(fitted.get(name), dict):  # its settings
