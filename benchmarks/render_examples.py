@@ -81,10 +81,11 @@ def main() -> None:
             episode = pick_episode(real, MIN_STEPS[domain])
             render(str(real), episode, out_dir / f"render_{domain}_real.gif", EVERY[domain])
             imagined = chosen.get(domain, f"shipped:{domain}/imaginary_hard.h5")
-            if not resolve_data_path(imagined).is_file():
+            path = resolve_data_path(imagined)
+            if not path.is_file():
                 print(f"  no imaginary data for {domain} ({imagined}; see --imagined)")
                 continue
-            episode = pick_episode(resolve_data_path(imagined), MIN_STEPS[domain])
+            episode = pick_episode(path, MIN_STEPS[domain])
             out = out_dir / f"render_{domain}_imaginary.gif"
             render(imagined, episode, out, EVERY[domain])
 

@@ -1247,6 +1247,12 @@ def test_halfcheetah_grounding_imagines_continuous_windows(tmp_path):
     assert report.transition_correctness == pytest.approx(correct.mean())
 
 
+def _drift(states, actions):
+    """A fixed dynamics model for decoder tests: the states do not depend on the LM."""
+    first_action = np.asarray(actions, dtype=np.float32).reshape(len(states), -1)[:, :1]
+    return states + 0.01 * (1 + first_action)
+
+
 @pytest.mark.parametrize("words,context,window", [("clevr", 32, 3), (None, 0, None)])
 def test_guidance_zero_decodes_the_rollout_told_without_words(real_path, words, context, window):
     """Instruction guidance at weight 0 is the prediction without words alone: every rollout
@@ -1263,14 +1269,9 @@ def test_guidance_zero_decodes_the_rollout_told_without_words(real_path, words, 
     blank = [dataclasses.replace(s, instruction=NO_INSTRUCTION) for s in specs]
     ends = {1: [2], 4: [0, 3]}  # batch positions stop (illegal) at steps 1 and 4: it shrinks
 
-    def drift(states, actions):  # a fixed dynamics model: the states do not depend on the LM
-        return states + 0.01 * (
-            1 + np.asarray(actions, dtype=np.float32).reshape(len(states), -1)[:, :1]
-        )
-
     def decode(episodes, guidance):
         decoding = DecodingConfig(batch_size=5, guidance=guidance)
-        imaginer = Imaginer(module, decoding, legal=_ScriptedRule(ends), dynamics=drift)
+        imaginer = Imaginer(module, decoding, legal=_ScriptedRule(ends), dynamics=_drift)
         return imaginer.imagine(episodes, 7)
 
     guided, told_blank, instructed = decode(specs, 0.0), decode(blank, 1.0), decode(specs, 1.0)
@@ -1281,7 +1282,7 @@ def test_guidance_zero_decodes_the_rollout_told_without_words(real_path, words, 
         np.testing.assert_array_equal(a.states, b.states)
         assert a.illegal == b.illegal and a.success == b.success
     plain = Imaginer(
-        module, DecodingConfig(batch_size=5), legal=_ScriptedRule(ends), dynamics=drift
+        module, DecodingConfig(batch_size=5), legal=_ScriptedRule(ends), dynamics=_drift
     )
     for a, b in zip(instructed, plain.imagine(specs, 7)):
         np.testing.assert_array_equal(a.actions, b.actions)
@@ -1303,15 +1304,10 @@ def test_guidance_contrasts_the_words_with_their_reference_instruction(real_path
     told_seen = [dataclasses.replace(s, instruction=seen) for s in specs]
     assert all(s.instruction != seen for s in specs)
 
-    def drift(states, actions):
-        return states + 0.01 * (
-            1 + np.asarray(actions, dtype=np.float32).reshape(len(states), -1)[:, :1]
-        )
-
     contrasted = DecodingConfig(batch_size=4, guidance=0.0, guidance_reference="nearest_seen")
-    guided = Imaginer(module, contrasted, dynamics=drift, reference_of=lambda _: seen)
-    plain = Imaginer(module, DecodingConfig(batch_size=4), dynamics=drift)
-    blank = Imaginer(module, DecodingConfig(batch_size=4, guidance=0.0), dynamics=drift)
+    guided = Imaginer(module, contrasted, dynamics=_drift, reference_of=lambda _: seen)
+    plain = Imaginer(module, DecodingConfig(batch_size=4), dynamics=_drift)
+    blank = Imaginer(module, DecodingConfig(batch_size=4, guidance=0.0), dynamics=_drift)
     from_reference, from_seen = guided.imagine(specs, 6), plain.imagine(told_seen, 6)
     for a, b in zip(from_reference, from_seen):
         np.testing.assert_array_equal(a.actions, b.actions)
