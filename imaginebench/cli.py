@@ -212,9 +212,12 @@ def _refilter(args: argparse.Namespace) -> int:
         args.scale,
         args.overwrite,
         args.min_confidence,
+        args.erase_loops,
     )
     record = kept.provenance["post_filter"]
     print(f"kept {record['kept']} of {record['of']} episodes")
+    if record["erase_loops"]:
+        print(f"loop steps erased: {record['loop_steps_erased']}")
     for family, (n, of) in per_family.items():
         print(f"  {family}: {n} of {of}")
     if record["family_horizon"] is not None:
@@ -542,10 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "refilter",
-        help="apply imagination's simulator-free filter steps (max_progress_drop, a family "
-        "length limit from real data, min_confidence) to an imaginary file that exists; writes "
-        "the kept episodes and "
-        "their quality report (docs/grounding.md#filters-filters-of-imaginebench-imagine)",
+        help="apply imagination's simulator-free filter steps (erase_loops, max_progress_drop, "
+        "a family length limit from real data, min_confidence) to an imaginary file that "
+        "exists; writes the kept episodes and their quality report "
+        "(docs/grounding.md#filters-filters-of-imaginebench-imagine)",
     )
     p.add_argument("file", help="imaginary dataset file (.h5)")
     p.add_argument("--out", required=True, help="where to write the kept episodes")
@@ -569,6 +572,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="least 'ensemble' confidence (stored in the file) allowed at any transition",
+    )
+    p.add_argument(
+        "--erase-loops",
+        action="store_true",
+        help="first cut out each episode's detours back to a state it visited (rewards "
+        "labelled again)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace --out (may be FILE)")
     p.set_defaults(func=_refilter)

@@ -902,6 +902,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "episodes_kept": 1,
         "episodes_dropped": 1,
         "redrawn_actions": 4,
+        "loop_steps_erased": 0,
     }
     # ranked by length instead: both passing candidates take 1 step (a tie: the more likely),
     # then the more likely one takes 3

@@ -109,7 +109,7 @@ def test_cli_writes_the_kept_episodes_their_quality_and_a_command_that_remakes_t
 @pytest.mark.parametrize(
     "args,message",
     [
-        ([], "give max_progress_drop, family_horizon, min_confidence or several"),
+        ([], "give erase_loops, max_progress_drop, family_horizon, min_confidence or several"),
         (["--max-progress-drop", "-1"], "must be >= 0"),
         (["--min-confidence", "0"], "min_confidence must be in (0, 1]"),
     ],

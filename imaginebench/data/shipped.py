@@ -68,6 +68,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
     command += f"--out {out} --overwrite true"
     if refiltered := provenance.get("post_filter"):  # imaginebench refilter, in place
         command += f" && imaginebench refilter {out} --out {out} --overwrite"
+        if refiltered.get("erase_loops"):
+            command += " --erase-loops"
         if refiltered.get("max_progress_drop") is not None:
             command += f" --max-progress-drop {refiltered['max_progress_drop']}"
         if refiltered.get("min_confidence") is not None:

@@ -7,6 +7,10 @@ a rollout; it only judges the result afterwards (the quality report).
 
 Steps, in the order a candidate rollout meets them:
 
+0. **loop erasure** (``erase_loops``): once decoded, a candidate that comes back to a state it
+   visited loses the steps in between (the first visit continues with the last visit's
+   action; :mod:`~imaginebench.imagination.loops`), so the other steps judge, and the learner
+   sees, the rollout without its detours (BabyAI's imagined turns back and forth);
 1. **horizon** (``horizon_quantile``): decoding stops after ``horizon_scale`` times that
    quantile of the real data's successful episode lengths (capped by the level's limit), so a
    rollout that has missed its goal does not drift for the whole episode limit; with
@@ -41,14 +45,15 @@ Steps, in the order a candidate rollout meets them:
    ``start_max_episodes`` a round), so the file is not made of the starts where the goal was
    already near.
 
-The counts of rollouts each step removed go into the dataset's provenance and quality report.
+The counts of rollouts each step removed (and of loop steps erased) go into the dataset's
+provenance and quality report.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -56,6 +61,7 @@ import numpy as np
 from imaginebench.config import as_config
 from imaginebench.envs.base import Task
 from imaginebench.imagination.decoder import ImaginedRollout
+from imaginebench.imagination.loops import erasable_steps
 
 if TYPE_CHECKING:
     from imaginebench.data.dataset import RolloutDataset
@@ -87,6 +93,10 @@ class FilterConfig:
         best_by: which passing candidate is kept: the most likely under the LM
             (``likelihood``) or the shortest, i.e. the one that reaches its goal soonest
             (``shortest``, ties by likelihood).
+        erase_loops: before the other steps judge a candidate, cut out the detours that return
+            to a state it visited (:mod:`~imaginebench.imagination.loops`): the first visit
+            continues with the last visit's action, so the rollout is shorter and every step
+            left is one it imagined (exact state equality: discrete domains).
         coverage_rounds: extra rounds for the level's tasks that no kept rollout covers yet.
         coverage_episodes: episodes per uncovered task in each of those rounds.
         start_bins: quantile bins of the first round's initial task potential (0: off).
@@ -104,6 +114,7 @@ class FilterConfig:
     max_progress_drop: float | None = None
     best_of: int = 1
     best_by: Literal["likelihood", "shortest"] = "likelihood"
+    erase_loops: bool = False
     coverage_rounds: int = 0
     coverage_episodes: int = 1
     start_bins: int = 0
@@ -154,8 +165,9 @@ class FilterConfig:
 @dataclass
 class FilterCounts:
     """Candidate rollouts removed by each step (each by the first step that rejects it), and
-    the episodes kept and dropped (an episode is dropped when no candidate survives), and
-    the actions redrawn because they led to an illegal or uncertain state (all candidates)."""
+    the episodes kept and dropped (an episode is dropped when no candidate survives), the
+    actions redrawn because they led to an illegal or uncertain state, and the steps cut out
+    of loops (``erase_loops``; all candidates)."""
 
     candidates: int = 0
     diverged: int = 0
@@ -168,6 +180,7 @@ class FilterCounts:
     episodes_kept: int = 0
     episodes_dropped: int = 0
     redrawn_actions: int = 0
+    loop_steps_erased: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -263,7 +276,7 @@ def select(
     ``family_limits`` (task family -> steps, :func:`family_horizons`) drops successful
     rollouts longer than their family's limit as ``too_long``; ``config.max_progress_drop``
     drops those whose imagined task potential falls by more than it at a step as
-    ``regressing``."""
+    ``regressing``. With ``config.erase_loops`` every candidate loses its loops first."""
     config = as_config(config, FilterConfig, "config")
     best_of = config.best_of
     if len(candidates) % best_of:
@@ -271,6 +284,12 @@ def select(
     counts = FilterCounts(
         candidates=len(candidates), redrawn_actions=sum(r.redrawn for r in candidates)
     )
+    if config.erase_loops:
+        erased = [erase_rollout_loops(r) for r in candidates]
+        counts.loop_steps_erased = sum(
+            len(r.actions) - len(e.actions) for r, e in zip(candidates, erased)
+        )
+        candidates = erased
     kept: list[ImaginedRollout] = []
     key = _likelihood if config.best_by == "likelihood" else _shortest
     for first in range(0, len(candidates), best_of):
@@ -302,6 +321,24 @@ def select(
         else:
             counts.episodes_dropped += 1
     return kept, counts
+
+
+def erase_rollout_loops(rollout: ImaginedRollout) -> ImaginedRollout:
+    """``rollout`` without its loops (:func:`~imaginebench.imagination.loops.erasable_steps`;
+    itself when there are none to erase); its log-likelihood becomes the sum over the steps
+    left when the model gives them per step."""
+    steps = erasable_steps(rollout.spec.task, rollout.states)
+    if steps is None:
+        return rollout
+    per_step = np.asarray(rollout.step_log_likelihoods)
+    has_steps = per_step.shape[:1] == (len(rollout.actions),)
+    return replace(
+        rollout,
+        states=np.concatenate([rollout.states[steps], rollout.states[-1:]]),
+        actions=rollout.actions[steps],
+        step_log_likelihoods=per_step[steps] if has_steps else per_step,
+        log_likelihood=float(per_step[steps].sum()) if has_steps else rollout.log_likelihood,
+    )
 
 
 def largest_progress_drop(rollout: ImaginedRollout) -> float:

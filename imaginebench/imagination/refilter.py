@@ -1,15 +1,17 @@
 """``imaginebench refilter``: imagination's simulator-free filter steps on a file that exists.
 
-Three steps of ``filters:`` (:mod:`~imaginebench.imagination.filters`) can be applied after
-the fact, without imagining again: ``max_progress_drop`` keeps the episodes whose task potential
+Four steps of ``filters:`` (:mod:`~imaginebench.imagination.filters`) can be applied after
+the fact, without imagining again: ``erase_loops`` first cuts the loops out of every episode
+(rewards labelled again for the shorter rollout; :mod:`~imaginebench.imagination.loops`);
+``max_progress_drop`` keeps the episodes whose task potential
 (the state-only ``Task.progress`` of the imagined states) never falls by more than that at one
 step; ``family_limits`` keeps the episodes no longer than their task family's limit (from a
 real file's successful lengths); ``min_confidence`` keeps the episodes whose stored ``ensemble``
 confidence is at least that at every transition. Inside ``imaginebench imagine`` the same steps
 may pick another candidate (or redraw an action) of the same episode; here an episode that fails
-is dropped. No step runs the simulator. The kept episodes are written unchanged, the step
-recorded in the provenance (``post_filter``), and the quality report beside the output is
-recomputed.
+is dropped. No step runs the simulator. The kept episodes are written (without their loops
+if asked), the steps recorded in the provenance (``post_filter``), and the quality report
+beside the output is recomputed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.schema import SOURCES
+from imaginebench.envs import get_domain
 from imaginebench.envs.base import Task
 from imaginebench.imagination.confidence import ENSEMBLE
 from imaginebench.imagination.filters import (
@@ -32,6 +35,7 @@ from imaginebench.imagination.filters import (
     family_horizons,
     largest_potential_drop,
 )
+from imaginebench.imagination.loops import erase_loops
 from imaginebench.imagination.quality import QualityReport, quality_report, save_report_beside
 
 
@@ -69,6 +73,24 @@ def keep_mask(
     return keep
 
 
+def without_loops(data: RolloutDataset) -> RolloutDataset:
+    """``data`` with every episode's loops erased and its rewards labelled again by the
+    domain's reward function (``data`` itself when no episode has a loop)."""
+    rewards_of = get_domain(data.domain).episode_rewards
+    episodes, changed = [], False
+    for i in range(len(data)):
+        episode = data.episode(i)
+        task = Task.from_spec(episode.task_spec)
+        shorter = erase_loops(episode, lambda s, a: rewards_of(task, s, a))
+        changed |= shorter is not episode
+        episodes.append(shorter)
+    if not changed:
+        return data
+    return RolloutDataset.from_episodes(
+        episodes, domain=data.domain, action_spec=data.action_spec, provenance=data.provenance
+    )
+
+
 def refilter_file(
     path: str | Path,
     out: str | Path,
@@ -78,6 +100,7 @@ def refilter_file(
     scale: float = 1.0,
     overwrite: bool = False,
     min_confidence: float | None = None,
+    erase_loops: bool = False,
 ) -> tuple[RolloutDataset, QualityReport, dict[str, tuple[int, int]]]:
     """Write the episodes of the imaginary file ``path`` that pass the steps to ``out`` (and
     ``<out stem>.quality.json``); return them, their quality and ``family -> (kept, of)``.
@@ -87,10 +110,18 @@ def refilter_file(
         family_horizon: a real dataset file; each family's limit is the ``quantile`` of its
             successful episode lengths times ``scale`` (rounded up).
         min_confidence: the least ``ensemble`` confidence allowed at any transition.
+        erase_loops: cut each episode's loops before the other steps judge it.
         overwrite: replace ``out`` (``out`` may be ``path`` itself).
     """
-    if max_progress_drop is None and family_horizon is None and min_confidence is None:
-        raise ValueError("give max_progress_drop, family_horizon, min_confidence or several")
+    if (
+        max_progress_drop is None
+        and family_horizon is None
+        and min_confidence is None
+        and not erase_loops
+    ):
+        raise ValueError(
+            "give erase_loops, max_progress_drop, family_horizon, min_confidence or several"
+        )
     # the steps' bounds are imagine's: one check of them
     FilterConfig(max_progress_drop=max_progress_drop, min_confidence=min_confidence)
     out = Path(out)
@@ -98,6 +129,11 @@ def refilter_file(
     data = load_dataset(path)
     if not np.all(data.episode_source == SOURCES.index("imaginary")):
         raise ValueError(f"{path} holds real episodes: refilter applies to imaginary files")
+    erased_steps = 0
+    if erase_loops:
+        before = int(data.episode_lengths().sum())
+        data = without_loops(data)
+        erased_steps = before - int(data.episode_lengths().sum())
     limits = None
     if family_horizon is not None:
         real = load_dataset(family_horizon)
@@ -119,6 +155,8 @@ def refilter_file(
         "source": str(path),
         "max_progress_drop": max_progress_drop,
         "min_confidence": min_confidence,
+        "erase_loops": erase_loops,
+        "loop_steps_erased": erased_steps,
         "family_horizon": None
         if limits is None
         else {"real": str(family_horizon), "quantile": quantile, "scale": scale, "limits": limits},

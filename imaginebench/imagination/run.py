@@ -407,8 +407,11 @@ def main(argv: list[str]) -> int:
     dataset, report = imagine_level(**parse_arguments(argv))
     removed = dict(dataset.provenance["filtered"])
     redrawn = removed.pop("redrawn_actions")
+    erased = removed.pop("loop_steps_erased", 0)
     print("filters removed (candidates): " + ", ".join(f"{k} {v}" for k, v in removed.items()))
     print(f"actions redrawn after an illegal or uncertain imagined state: {redrawn}")
+    if erased:
+        print(f"steps erased from loops: {erased}")
     covered = dataset.provenance["coverage"]
     print(
         f"tasks imagined: {covered['covered']} of the level's {covered['tasks']} "
