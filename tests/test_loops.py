@@ -1,17 +1,20 @@
 """Loop erasure (``filters.erase_loops``, ``imaginebench refilter --erase-loops``): on constructed
-paths it keeps exactly the loop-free route; on the shipped BabyAI imagined rollouts it keeps only
-transitions the rollout imagined, the same start, end and verdict, and the simulator replays the
-shorter rollouts to their goal wherever it replayed the originals."""
+paths it keeps exactly the loop-free route; a detour the BabyAI simulator makes (a step left and
+back) is erased to exactly the simulator's direct rollout, with its larger reward; a path-judged
+task keeps its loop; the shipped BabyAI files hold no loops."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 from imaginebench.cli import main
-from imaginebench.data.format import load_dataset
+from imaginebench.data.dataset import Episode, RolloutDataset
+from imaginebench.data.format import load_dataset, save_dataset
 from imaginebench.data.shipped import _regenerate_command, resolve_data_path
-from imaginebench.envs import get_domain
+from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import EpisodeSpec, Task
 from imaginebench.imagination.decoder import ImaginedRollout
 from imaginebench.imagination.filters import FilterConfig, select
@@ -42,14 +45,46 @@ def test_the_loop_free_route_through_constructed_paths(visits, steps):
     np.testing.assert_array_equal(loop_free_steps(_path(*visits)), steps)
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    return load_dataset(FILE)
+DETOUR = (0, 1)  # BabyAI: a step left, then a step right (back, or twice blocked by a wall)
+
+
+def _simulated(env, episode, actions) -> Episode:
+    """The simulator's rollout of ``actions`` from ``episode``'s start, to its first success."""
+    task = Task.from_spec(episode.task_spec)
+    spec = EpisodeSpec(task, episode.instruction, episode.states[0], episode.level)
+    state, _ = env.reset(options={"episode": spec})
+    states, taken, success = [state], [], False
+    for action in actions:
+        state, _, _, _, info = env.step(action)
+        states.append(state)
+        taken.append(action)
+        if success := info["is_success"]:
+            break
+    states, taken = np.stack(states), np.asarray(taken, dtype=np.int64)
+    return dataclasses.replace(
+        episode, states=states, actions=taken, success=success, terminated=success,
+        truncated=not success, rewards=get_domain("babyai").episode_rewards(task, states, taken),
+        confidence={},
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def erased(shipped):
-    return without_loops(shipped)
+def detours():
+    """``(direct, detoured)`` pairs made by the simulator from the shipped rephrase rollouts:
+    each rollout's own actions, and the same with a step left and back right first."""
+    shipped = load_dataset(FILE)
+    env = make("babyai", "rephrase", max_episode_steps=10**9).unwrapped
+    pairs = []
+    for i in range(len(shipped)):
+        episode = shipped.episode(i)
+        direct = _simulated(env, episode, episode.actions)
+        detoured = _simulated(env, episode, [*DETOUR, *episode.actions])
+        if direct.success and detoured.success and len(detoured) == len(direct) + len(DETOUR):
+            pairs.append((direct, detoured))
+        if len(pairs) == 30:
+            break
+    env.close()
+    return pairs
 
 
 def _triples(states: np.ndarray, actions: np.ndarray) -> set[tuple[bytes, int, bytes]]:
@@ -58,30 +93,30 @@ def _triples(states: np.ndarray, actions: np.ndarray) -> set[tuple[bytes, int, b
     }
 
 
-def test_erased_rollouts_keep_imagined_transitions_start_end_and_verdict(shipped, erased):
+def test_erasing_a_simulated_detour_gives_back_the_direct_rollout(detours):
+    assert len(detours) == 30
     rewards_of = get_domain("babyai").episode_rewards
-    lengths, shorter = shipped.episode_lengths(), erased.episode_lengths()
-    assert len(erased) == len(shipped)
-    assert (shorter < lengths).sum() >= 50  # the shipped file's detours are common
-    assert (shorter <= lengths).all()
-    for i in range(len(shipped)):
-        before, after = shipped.episode(i), erased.episode(i)
-        task = Task.from_spec(before.task_spec)
-        np.testing.assert_array_equal(after.states[[0, -1]], before.states[[0, -1]])
-        assert _triples(after.states, after.actions) <= _triples(before.states, before.actions)
-        assert len({s.tobytes() for s in after.states}) == len(after.states)  # no state twice
-        assert task.success(after.states)[1:].any() == task.success(before.states)[1:].any()
-        np.testing.assert_allclose(after.rewards, rewards_of(task, after.states, after.actions))
-        if len(after) < len(before) and before.success:  # fewer steps, larger success reward
-            assert after.rewards.sum() > before.rewards.sum()
+    shorter = []
+    for direct, detoured in detours:
+        task = Task.from_spec(detoured.task_spec)
+        erased = erase_loops(detoured, lambda s, a: rewards_of(task, s, a))
+        # the direct rollout, itself loop-free (a move the simulator blocks is a loop too)
+        expected = erase_loops(direct, lambda s, a: rewards_of(task, s, a))
+        np.testing.assert_array_equal(erased.states, expected.states)
+        np.testing.assert_array_equal(erased.actions, expected.actions)
+        np.testing.assert_allclose(erased.rewards, expected.rewards)
+        assert erased.rewards.sum() > detoured.rewards.sum()  # sooner at the goal: more reward
+        assert _triples(erased.states, erased.actions) <= _triples(
+            detoured.states, detoured.actions
+        )
+        shorter.append(erased)
+    assert replayed_success("babyai", shorter).all()
 
 
-def test_the_simulator_replays_the_shorter_rollouts_to_their_goal(shipped, erased):
-    changed = np.flatnonzero(erased.episode_lengths() < shipped.episode_lengths())[:40]
-    before = replayed_success("babyai", [shipped.episode(i) for i in changed])
-    after = replayed_success("babyai", [erased.episode(i) for i in changed])
-    assert before.sum() >= 20
-    assert after[before].all()  # every loop erased from a working rollout was a detour
+def test_the_shipped_babyai_files_hold_no_loops():
+    for level in ("rephrase", "easy", "hard"):
+        data = load_dataset(resolve_data_path(f"shipped:babyai/imaginary_{level}.h5"))
+        assert without_loops(data) is data, level
 
 
 class _FirstBThenD(Task):
@@ -123,29 +158,39 @@ def _candidate(episode) -> ImaginedRollout:
     )  # fmt: skip
 
 
-def test_select_erases_before_judging_length_and_counts_the_steps(shipped, erased):
-    lengths, shorter = shipped.episode_lengths(), erased.episode_lengths()
-    for i in np.flatnonzero(shorter < lengths)[:10]:
-        candidate = _candidate(shipped.episode(i))
-        limit = {candidate.spec.task.family: int(shorter[i])}  # the erased length passes
+def test_select_erases_before_judging_length_and_counts_the_steps(detours):
+    for direct, detoured in detours[:10]:
+        candidate = _candidate(detoured)
+        shortest = len(loop_free_steps(direct.states))
+        limit = {candidate.spec.task.family: shortest}  # the erased length passes
         plain, plain_counts = select([candidate], FilterConfig(), limit)
         kept, counts = select([candidate], FilterConfig(erase_loops=True), limit)
         assert not plain and plain_counts.too_long == 1 and plain_counts.loop_steps_erased == 0
-        assert len(kept) == 1 and counts.loop_steps_erased == lengths[i] - shorter[i]
-        np.testing.assert_array_equal(kept[0].actions, erased.episode(i).actions)
+        assert len(kept) == 1 and counts.loop_steps_erased == len(detoured) - shortest
+        np.testing.assert_array_equal(
+            kept[0].actions, direct.actions[loop_free_steps(direct.states)]
+        )
         assert kept[0].log_likelihood == pytest.approx(kept[0].step_log_likelihoods.sum())
         assert len(kept[0].step_log_likelihoods) == len(kept[0].actions)
 
 
-def test_refilter_erases_loops_records_it_and_remakes_it(tmp_path, capsys, shipped, erased):
+def test_refilter_erases_loops_records_it_and_remakes_it(tmp_path, capsys, detours):
+    looping = tmp_path / "looping.h5"
+    source = load_dataset(FILE)  # its imagine provenance, without its own post_filter
+    provenance = {k: v for k, v in source.provenance.items() if k != "post_filter"}
+    data = RolloutDataset.from_episodes(
+        [d for _, d in detours], domain="babyai", action_spec=source.action_spec,
+        provenance=provenance,
+    )  # fmt: skip
+    save_dataset(data, looping)
     out = tmp_path / "no_loops.h5"
-    assert main(["refilter", str(FILE), "--erase-loops", "--out", str(out)]) == 0
+    assert main(["refilter", str(looping), "--erase-loops", "--out", str(out)]) == 0
     written = load_dataset(out)
-    np.testing.assert_array_equal(written.episode_lengths(), erased.episode_lengths())
+    shortest = [len(loop_free_steps(d.states)) for d, _ in detours]
+    np.testing.assert_array_equal(written.episode_lengths(), shortest)
     record = written.provenance["post_filter"]
-    assert record["erase_loops"] and record["loop_steps_erased"] == int(
-        shipped.episode_lengths().sum() - erased.episode_lengths().sum()
-    )
+    assert record["erase_loops"]
+    assert record["loop_steps_erased"] == sum(len(d) for _, d in detours) - sum(shortest)
     assert "loop steps erased" in capsys.readouterr().out
     assert _regenerate_command(written.provenance, "babyai", "x.h5").endswith("--erase-loops")
     assert (tmp_path / "no_loops.quality.json").exists()
