@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -61,7 +61,7 @@ import numpy as np
 from imaginebench.config import as_config
 from imaginebench.envs.base import Task
 from imaginebench.imagination.decoder import ImaginedRollout
-from imaginebench.imagination.loops import erasable_steps
+from imaginebench.imagination.loops import erase_rollout_loops
 
 if TYPE_CHECKING:
     from imaginebench.data.dataset import RolloutDataset
@@ -321,24 +321,6 @@ def select(
         else:
             counts.episodes_dropped += 1
     return kept, counts
-
-
-def erase_rollout_loops(rollout: ImaginedRollout) -> ImaginedRollout:
-    """``rollout`` without its loops (:func:`~imaginebench.imagination.loops.erasable_steps`;
-    itself when there are none to erase); its log-likelihood becomes the sum over the steps
-    left when the model gives them per step."""
-    steps = erasable_steps(rollout.spec.task, rollout.states)
-    if steps is None:
-        return rollout
-    per_step = np.asarray(rollout.step_log_likelihoods)
-    has_steps = per_step.shape[:1] == (len(rollout.actions),)
-    return replace(
-        rollout,
-        states=np.concatenate([rollout.states[steps], rollout.states[-1:]]),
-        actions=rollout.actions[steps],
-        step_log_likelihoods=per_step[steps] if has_steps else per_step,
-        log_likelihood=float(per_step[steps].sum()) if has_steps else rollout.log_likelihood,
-    )
 
 
 def largest_progress_drop(rollout: ImaginedRollout) -> float:

@@ -20,6 +20,7 @@ import numpy as np
 
 from imaginebench.data.dataset import Episode
 from imaginebench.envs.base import Task
+from imaginebench.imagination.decoder import ImaginedRollout
 
 
 def loop_free_steps(states: np.ndarray) -> np.ndarray:
@@ -48,28 +49,50 @@ def erasable_steps(task: Task, states: np.ndarray) -> np.ndarray | None:
     steps = loop_free_steps(states)
     if len(steps) in (0, len(states) - 1):
         return None
-    shorter = np.concatenate([states[steps], states[-1:]])
-    if bool(task.success(shorter)[1:].any()) != bool(task.success(states)[1:].any()):
+    if bool(task.success(_along(states, steps))[1:].any()) != bool(task.success(states)[1:].any()):
         return None
     return steps
 
 
 def erase_loops(
     episode: Episode,
-    rewards_of: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    rewards_of: Callable[[Task, np.ndarray, np.ndarray], np.ndarray],
 ) -> Episode:
     """``episode`` without its loops (itself when :func:`erasable_steps` finds none to erase).
-    ``rewards_of(states, actions)`` labels the shorter rollout again (rewards may depend on the
-    step count, as BabyAI's)."""
-    steps = erasable_steps(Task.from_spec(episode.task_spec), episode.states)
+    ``rewards_of(task, states, actions)`` (the domain's ``episode_rewards``) labels the shorter
+    rollout again: rewards may depend on the step count, as BabyAI's do."""
+    task = Task.from_spec(episode.task_spec)
+    steps = erasable_steps(task, episode.states)
     if steps is None:
         return episode
-    states = np.concatenate([episode.states[steps], episode.states[-1:]])
-    actions = episode.actions[steps]
+    states, actions = _along(episode.states, steps), episode.actions[steps]
     return replace(
         episode,
         states=states,
         actions=actions,
-        rewards=np.asarray(rewards_of(states, actions), dtype=np.float32),
+        rewards=np.asarray(rewards_of(task, states, actions), dtype=np.float32),
         confidence={name: values[steps] for name, values in episode.confidence.items()},
     )
+
+
+def erase_rollout_loops(rollout: ImaginedRollout) -> ImaginedRollout:
+    """A decoded candidate without its loops (itself when :func:`erasable_steps` finds none to
+    erase); its log-likelihood becomes the sum over the steps left when the model gives them
+    per step."""
+    steps = erasable_steps(rollout.spec.task, rollout.states)
+    if steps is None:
+        return rollout
+    per_step = np.asarray(rollout.step_log_likelihoods)
+    has_steps = per_step.shape[:1] == (len(rollout.actions),)
+    return replace(
+        rollout,
+        states=_along(rollout.states, steps),
+        actions=rollout.actions[steps],
+        step_log_likelihoods=per_step[steps] if has_steps else per_step,
+        log_likelihood=float(per_step[steps].sum()) if has_steps else rollout.log_likelihood,
+    )
+
+
+def _along(states: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The states a rollout visits when it takes only the transitions ``steps``."""
+    return np.concatenate([states[steps], states[-1:]])

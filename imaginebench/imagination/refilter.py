@@ -80,8 +80,7 @@ def without_loops(data: RolloutDataset) -> RolloutDataset:
     episodes, changed = [], False
     for i in range(len(data)):
         episode = data.episode(i)
-        task = Task.from_spec(episode.task_spec)
-        shorter = erase_loops(episode, lambda s, a: rewards_of(task, s, a))
+        shorter = erase_loops(episode, rewards_of)
         changed |= shorter is not episode
         episodes.append(shorter)
     if not changed:
