@@ -270,6 +270,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         imaginary=args.imaginary,
         ratio=args.ratio,
         real_episodes=args.real_episodes,
+        references=args.references,
         out=args.out,
     )
     if args.oracle_episodes is not None:
@@ -629,6 +630,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--oracle-episodes", type=int, default=None, help="expert episodes per oracle level"
+    )
+    p.add_argument(
+        "--references",
+        nargs="*",
+        default=None,
+        help="replace the file's reference policies (random, expert); none after the flag: "
+        "score no reference (e.g. where the expert's long episodes are already reported)",
     )
     p.add_argument(
         "--set",

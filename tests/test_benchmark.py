@@ -103,6 +103,21 @@ def test_benchmark_files_are_checked(tmp_path):
         load_spec(tmp_path / "missing.yaml")
 
 
+def test_references_on_the_command_line_replace_the_file_s():
+    from imaginebench.cli import build_parser
+
+    def references(*flags: str) -> list[str]:
+        args = build_parser().parse_args(["benchmark", "-c", "x.yaml", *flags])
+        spec = load_spec(ROOT / "configs" / "benchmark" / "libero.yaml", references=args.references)
+        return [run.variant for run in expand_grid(spec) if run.algorithm == "reference"]
+
+    assert references() == ["random", "expert"]  # the file's
+    assert references("--references") == []  # none
+    assert references("--references", "random") == ["random"]
+    with pytest.raises(ValueError, match="unknown 'oracle'"):
+        references("--references", "oracle")
+
+
 def test_every_domain_with_offline_rl_configs_has_a_grid_over_all_of_them():
     offline: dict[str, set[str]] = {}
     for config in (ROOT / "configs").glob("*_*.yaml"):
