@@ -63,7 +63,8 @@ def test_confidence_rule_keeps_the_episodes_trusted_at_every_transition(tmp_path
     assert 0 < keep.sum() < len(data)
     np.testing.assert_array_equal(keep, least >= threshold)
     out = tmp_path / "trusted.h5"
-    args = ["refilter", str(FILE), "--min-confidence", str(threshold), "--out", str(out)]
+    shipped = "shipped:babyai/imaginary_rephrase.h5"  # FILE, named as the configs name it
+    args = ["refilter", shipped, "--min-confidence", str(threshold), "--out", str(out)]
     assert main(args) == 0
     kept = load_dataset(out)
     assert len(kept) == keep.sum() and kept.confidence["ensemble"].min() >= threshold

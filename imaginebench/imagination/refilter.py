@@ -26,6 +26,7 @@ from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.schema import SOURCES
+from imaginebench.data.shipped import resolve_data_path
 from imaginebench.envs import get_domain
 from imaginebench.envs.base import Task
 from imaginebench.imagination.confidence import ENSEMBLE
@@ -125,6 +126,7 @@ def refilter_file(
     FilterConfig(max_progress_drop=max_progress_drop, min_confidence=min_confidence)
     out = Path(out)
     check_output_path(out, overwrite)
+    path = resolve_data_path(path)  # also ``shipped:<domain>/<file>``
     data = load_dataset(path)
     if not np.all(data.episode_source == SOURCES.index("imaginary")):
         raise ValueError(f"{path} holds real episodes: refilter applies to imaginary files")
@@ -135,7 +137,7 @@ def refilter_file(
         erased_steps = before - int(data.episode_lengths().sum())
     limits = None
     if family_horizon is not None:
-        real = load_dataset(family_horizon)
+        real = load_dataset(resolve_data_path(family_horizon))
         limits = family_horizons(
             episode_families(real),
             real.episode_lengths(),
