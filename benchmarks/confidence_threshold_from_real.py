@@ -18,6 +18,7 @@ transitions are and how many kept rollouts replay to success in the simulator:
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import yaml
@@ -45,7 +46,7 @@ def main() -> None:
     parser.add_argument("--heldout", required=True, help="real episodes the ensemble never saw")
     args = parser.parse_args()
 
-    settings = yaml.safe_load(open(args.config)).get("ensemble") or {}
+    settings = yaml.safe_load(Path(args.config).read_text()).get("ensemble") or {}
     scorer, how = fit_ensemble_on(args.real, settings, progress=False)
     heldout = scorer.confidence(load_dataset(args.heldout))
     thresholds = {q: float(np.quantile(heldout, q)) for q in QUANTILES}
