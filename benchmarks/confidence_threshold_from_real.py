@@ -26,16 +26,12 @@ import yaml
 from imaginebench.data.format import load_dataset
 from imaginebench.data.shipped import resolve_data_path
 from imaginebench.envs import get_domain
-from imaginebench.imagination.confidence import auroc
+from imaginebench.imagination.confidence import ENSEMBLE, auroc
 from imaginebench.imagination.quality import replayed_success
+from imaginebench.imagination.refilter import keep_mask
 from imaginebench.imagination.score import fit_ensemble_on
 
 QUANTILES = (0.005, 0.01, 0.02)
-
-
-def rollout_minimum(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``(N,)``: the least per-transition value of each rollout."""
-    return np.minimum.reduceat(values, np.concatenate([[0], np.cumsum(lengths)[:-1]]))
 
 
 def main() -> None:
@@ -69,10 +65,10 @@ def main() -> None:
         exact = [np.asarray(judged(e.states, e.actions)) for e in episodes]
         correct = np.concatenate(exact)
         confidence = scorer.confidence(data)
-        least = rollout_minimum(confidence, data.episode_lengths())
+        scored = data.with_confidence(ENSEMBLE, confidence)  # this ensemble's, not the stored
         replayed = replayed_success(data.domain, episodes)
         for q, threshold in thresholds.items():
-            keep = least >= threshold
+            keep = keep_mask(scored, min_confidence=threshold)  # refilter's own rule
             kept_correct = np.concatenate([c for c, k in zip(exact, keep) if k]).mean()
             dropped = f"{100 * replayed[~keep].mean():.1f} %" if (~keep).any() else "—"
             print(
