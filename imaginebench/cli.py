@@ -610,7 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithms", nargs="+", default=None, help="replace the file's algorithms")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="replace the file's seeds")
     p.add_argument(
-        "--variants", nargs="+", default=None, help="real, imaginary, oracle, imaginary_all"
+        "--variants",
+        nargs="+",
+        default=None,
+        help="real, imaginary, oracle, imaginary_all, oracle_all",
     )
     p.add_argument("--levels", nargs="+", default=None, help="levels of the per-level variants")
     p.add_argument(

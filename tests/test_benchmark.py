@@ -54,14 +54,37 @@ def test_imaginary_all_trains_on_the_imaginary_files_of_all_levels():
     from imaginebench.benchmark.settings import fit_arguments
 
     spec = _spec(variants=["imaginary_all"], levels=["rephrase", "hard"], ratio=0.2)
-    args, oracle = fit_arguments(spec, Run("bc", "imaginary_all", None, 0))
-    files = json.loads(
-        next(a for a in args if a.startswith("--data.init_args.imaginary=")).split("=", 1)[1]
-    )
-    assert files == ["shipped:clevr/imaginary_rephrase.h5", "shipped:clevr/imaginary_hard.h5"]
-    assert "--data.init_args.ratio=0.2" in args and oracle is None
+    args, oracles = fit_arguments(spec, Run("bc", "imaginary_all", None, 0))
+    assert _second_stream(args) == [
+        "shipped:clevr/imaginary_rephrase.h5",
+        "shipped:clevr/imaginary_hard.h5",
+    ]
+    assert "--data.init_args.ratio=0.2" in args and oracles == ()
     pooled, _ = fit_arguments(_spec(ratio="pool"), Run("bc", "imaginary", "easy", 0))
     assert "--data.init_args.ratio=pool" in pooled
+
+
+def _second_stream(args: list[str]) -> list[str]:
+    flag = "--data.init_args.imaginary="
+    return json.loads(next(a for a in args if a.startswith(flag)).removeprefix(flag))
+
+
+@pytest.mark.slow  # resolves a training config in-process
+def test_oracle_all_collects_and_trains_on_every_level_s_oracle_file():
+    from imaginebench.benchmark.settings import fit_arguments, oracle_path, run_settings
+
+    spec = _spec(variants=["oracle", "oracle_all"], levels=["rephrase", "hard"])
+    runs = [r for r in expand_grid(spec) if not r.is_reference]
+    assert Run("bc", "oracle_all", None, 0) in runs
+    assert Run("cql", "oracle_all", None, 1).name == "cql/oracle_all/seed1"
+    assert len(runs) == 2 * (2 + 1) * 2  # 2 algorithms x (2 oracle levels + oracle_all) x 2 seeds
+    args, oracles = fit_arguments(spec, Run("bc", "oracle_all", None, 0))
+    expected = [(lv, oracle_path("clevr", lv, spec.oracle)) for lv in ("rephrase", "hard")]
+    assert list(oracles) == expected
+    assert _second_stream(args) == [str(path) for _, path in expected]
+    one_level = run_settings(spec, Run("bc", "oracle", "hard", 0))
+    assert one_level.oracles == (expected[1],)
+    assert run_settings(spec, Run("bc", "oracle_all", None, 0)).hash != one_level.hash
 
 
 def test_shards_partition_the_grid_exactly():

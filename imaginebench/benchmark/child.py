@@ -1,11 +1,11 @@
 """One attempt of one benchmark run, in its own process:
 ``python -m imaginebench.benchmark.child JOB_JSON``.
 
-``JOB_JSON`` is ``{"kind": "fit", "args": [...], "oracle": {...} | null}`` (collect the oracle
-file if missing, then ``imaginebench fit`` with the arguments) or ``{"kind": "reference", ...,
-"results": FILE}`` (:func:`~imaginebench.benchmark.references.score_reference`). On Linux the
-process asks to be terminated when the benchmark process that started it dies, so that an
-interrupted benchmark leaves no run behind.
+``JOB_JSON`` is ``{"kind": "fit", "args": [...], "oracles": [{...}, ...]}`` (collect the
+oracle files that are missing, then ``imaginebench fit`` with the arguments) or ``{"kind":
+"reference", ..., "results": FILE}`` (:func:`~imaginebench.benchmark.references.
+score_reference`). On Linux the process asks to be terminated when the benchmark process that
+started it dies, so that an interrupted benchmark leaves no run behind.
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ def main(argv: list[str] | None = None) -> int:
 
         score_reference(job, Path(job["results"]))
         return 0
-    if job.get("oracle"):
+    if job.get("oracles"):
         from imaginebench.datamodules.sources import ensure_real_dataset
 
-        oracle = job["oracle"]
-        ensure_real_dataset(oracle["domain"], Path(oracle["path"]), oracle["collect"])
+        for oracle in job["oracles"]:
+            ensure_real_dataset(oracle["domain"], Path(oracle["path"]), oracle["collect"])
     from imaginebench.cli import main as cli
 
     sys.argv = [sys.argv[0], "fit", *job["args"]]  # what LightningCLI reads

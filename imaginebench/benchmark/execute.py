@@ -82,11 +82,15 @@ def plan_runs(spec: BenchmarkSpec, runs: list[Run], force: bool = False) -> list
         else:
             settings = run_settings(spec, run)
             settings_hash = settings.hash
-            oracle = None
-            if settings.oracle is not None:
-                collect = asdict(oracle_collect(run.level, spec.oracle))
-                oracle = {"domain": spec.domain, "path": str(settings.oracle), "collect": collect}
-            job = {"kind": "fit", "args": settings.args, "oracle": oracle}
+            oracles = [
+                {
+                    "domain": spec.domain,
+                    "path": str(path),
+                    "collect": asdict(oracle_collect(level, spec.oracle)),
+                }
+                for level, path in settings.oracles
+            ]
+            job = {"kind": "fit", "args": settings.args, "oracles": oracles}
         state = run_state(directory, settings_hash)
         if force and state is RunState.FINISHED:
             state = RunState.START

@@ -25,12 +25,13 @@ class RunSettings:
     """What a run trains with. ``args``: the ``fit`` arguments without the run's folders
     (``-c CONFIG``, seeds, data, overrides); ``config``: what they resolve to; ``hash``: of the
     config and the contents of the data files named by path (:func:`config_hash`);
-    ``oracle``: the oracle file to collect before the fit (``None`` for other variants)."""
+    ``oracles``: the oracle files to collect before the fit, each with its level (none for
+    the variants without oracle data)."""
 
     args: list[str]
     config: dict[str, Any]
     hash: str
-    oracle: Path | None = None
+    oracles: tuple[tuple[str, Path], ...] = ()
 
 
 def oracle_path(domain: str, level: str, oracle: OracleData) -> Path:
@@ -62,13 +63,14 @@ def has_sampling_seed(config: Path) -> bool:
     )
 
 
-def fit_arguments(spec: BenchmarkSpec, run: Run) -> tuple[list[str], Path | None]:
-    """The ``fit`` arguments of ``run`` (without its folders) and its oracle file, if any.
+def fit_arguments(spec: BenchmarkSpec, run: Run) -> tuple[list[str], tuple[tuple[str, Path], ...]]:
+    """The ``fit`` arguments of ``run`` (without its folders) and its oracle files with their
+    levels (none for the variants without oracle data).
 
     The seed sets ``seed_everything``, the data module's sampling seed and the module's
     ``sampling_seed`` (if it has one); the second stream is empty (``real``), the level's
-    imaginary file, every level's imaginary file (``imaginary_all``) or the level's oracle
-    file."""
+    imaginary file, every level's imaginary file (``imaginary_all``), the level's oracle
+    file or every level's oracle file (``oracle_all``)."""
     config = spec.config_path(run.algorithm)
     seed = run.seed
     args = ["-c", str(config), f"--seed_everything={seed}", f"--data.init_args.seed={seed}"]
@@ -76,20 +78,18 @@ def fit_arguments(spec: BenchmarkSpec, run: Run) -> tuple[list[str], Path | None
         args.append(f"--model.init_args.sampling_seed={seed}")
     if spec.real_episodes is not None:
         args.append(f"--data.init_args.collect.episodes={spec.real_episodes}")
-    oracle = None
-    if run.variant == "real":
-        second: list[str] = []
-    elif run.variant == "imaginary":
+    oracle_levels = {"oracle": [run.level], "oracle_all": spec.levels}.get(run.variant, [])
+    oracles = tuple((lv, oracle_path(spec.domain, lv, spec.oracle)) for lv in oracle_levels)
+    if run.variant == "imaginary":
         second = [spec.imaginary_file(run.level)]
     elif run.variant == "imaginary_all":
         second = [spec.imaginary_file(level) for level in spec.levels]
-    else:
-        oracle = oracle_path(spec.domain, run.level, spec.oracle)
-        second = [str(oracle)]
+    else:  # real (no second stream) or oracle data
+        second = [str(path) for _, path in oracles]
     args.append(f"--data.init_args.imaginary={json.dumps(second)}")
     if second and spec.ratio is not None:
         args.append(f"--data.init_args.ratio={spec.ratio}")
-    return args + list(spec.overrides), oracle
+    return args + list(spec.overrides), oracles
 
 
 def run_settings(spec: BenchmarkSpec, run: Run) -> RunSettings:
@@ -98,14 +98,15 @@ def run_settings(spec: BenchmarkSpec, run: Run) -> RunSettings:
     folder)."""
     from imaginebench.train_cli import resolve_config
 
-    args, oracle = fit_arguments(spec, run)
+    args, oracles = fit_arguments(spec, run)
     config = resolve_config(args)
     check_placeable(config, spec.config_path(run.algorithm))
     data = config["data"]["init_args"]
-    named = [f for f in data.get("imaginary") or [] if oracle is None or f != str(oracle)]
+    collected = {str(path) for _, path in oracles}
+    named = [f for f in data.get("imaginary") or [] if f not in collected]
     if data.get("real"):
         named.append(data["real"])
-    return RunSettings(args, config, config_hash(config, named), oracle)
+    return RunSettings(args, config, config_hash(config, named), oracles)
 
 
 def check_placeable(config: dict[str, Any], path: Path) -> None:

@@ -13,8 +13,9 @@ from imaginebench.envs import DOMAINS
 
 #: The data variants: real data alone; a second stream per level of imaginary rollouts or of
 #: real expert rollouts of the level's tasks ("oracle"); or one second stream of the imaginary
-#: rollouts of every level at once ("imaginary_all", the paper's setup: one policy for all levels).
-VARIANTS = ("real", "imaginary", "oracle", "imaginary_all")
+#: rollouts of every level at once ("imaginary_all", the paper's setup: one policy for all levels),
+#: or of the real expert rollouts of every level at once ("oracle_all", its upper bound).
+VARIANTS = ("real", "imaginary", "oracle", "imaginary_all", "oracle_all")
 #: The variants with one run per level (the others: one run scored on every level).
 PER_LEVEL_VARIANTS = ("imaginary", "oracle")
 #: The levels whose tasks the training data lacks: the per-level variants' levels.
@@ -52,8 +53,9 @@ class BenchmarkSpec:
         variants: ``real`` (real data only), ``imaginary`` (one run per level with the level's
             imaginary file as second stream), ``oracle`` (one run per level with real expert
             rollouts of the level's tasks instead), ``imaginary_all`` (one run with the
-            imaginary files of all ``levels`` together as second stream).
-        levels: the levels of the per-level variants and of ``imaginary_all``.
+            imaginary files of all ``levels`` together as second stream), ``oracle_all`` (one
+            run with the oracle rollouts of all ``levels`` together).
+        levels: the levels of the per-level variants and of ``imaginary_all``/``oracle_all``.
         imaginary: the imaginary file of a level, ``{domain}`` and ``{level}`` filled in.
         oracle: collection settings of the oracle data (:class:`OracleData` fields).
         ratio: share of every batch drawn from the second stream, or ``"pool"`` (both streams

@@ -102,6 +102,13 @@ def _header(
             if "oracle" in variants
             else ""
         )
+        + (
+            " `real + oracle (all levels)` adds real expert rollouts of every level's tasks "
+            f"({spec.get('oracle', {}).get('episodes', '?')} episodes per level) in one run, "
+            "scored on every level."
+            if "oracle_all" in variants
+            else ""
+        )
         + f" Scores: {'/'.join(map(str, episodes))} fixed evaluation episodes per level.",
         "",
         (

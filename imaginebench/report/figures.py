@@ -17,6 +17,7 @@ COLOURS = {
     "imaginary": "#1f77b4",
     "imaginary_all": "#9467bd",
     "oracle": "#2ca02c",
+    "oracle_all": "#17becf",
 }
 
 
@@ -108,12 +109,15 @@ def figure5(bench: BenchmarkRuns, out: Path) -> list[Path]:
 
 def figure6(bench: BenchmarkRuns, out: Path) -> list[Path]:
     """Figure 6: imaginary rollouts against real expert rollouts of the same level's tasks
-    (oracle), real data alone beside them, on the novel levels. Nothing is written without
-    both imaginary and oracle runs."""
+    (oracle), real data alone beside them, on the novel levels; per level or of all levels in
+    one run, as found. Nothing is written without both imaginary and oracle runs."""
     novel = [lv for lv in levels_of(bench.runs) if lv != "train"]
+    found = {r.variant for r in bench.runs}
+    imaginary = [v for v in ("imaginary", "imaginary_all") if v in found] or ["imaginary"]
+    oracle = [v for v in ("oracle", "oracle_all") if v in found] or ["oracle"]
     figure = _bars(
         bench,
-        ["real", "imaginary", "oracle"],
+        ["real", *imaginary, *oracle],
         novel,
         "Imaginary vs real expert (oracle) rollouts (mean ± std over seeds)",
     )

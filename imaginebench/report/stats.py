@@ -3,10 +3,10 @@ sample standard deviation, 95 % t-interval), per task, and aggregate scores acro
 levels (interquartile mean and mean with stratified-bootstrap intervals, the ``rliable``
 method).
 
-Which runs score a level: a run of one data set for all levels (``real``, ``imaginary_all``)
-scores every level; a per-level variant (``imaginary``, ``oracle``) scores each novel level
-with the run that trained on that level's data, and ``train`` with the mean, per seed, over
-its per-level runs.
+Which runs score a level: a run of one data set for all levels (``real``, ``imaginary_all``,
+``oracle_all``) scores every level; a per-level variant (``imaginary``, ``oracle``) scores
+each novel level with the run that trained on that level's data, and ``train`` with the mean,
+per seed, over its per-level runs.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def levels_of(runs: list[RunResult]) -> list[str]:
 
 
 def variants_of(runs: list[RunResult], algorithm: str) -> list[str]:
-    order = ("real", "imaginary", "imaginary_all", "oracle")
+    order = ("real", "imaginary", "imaginary_all", "oracle", "oracle_all")
     found = {r.variant for r in runs if r.algorithm == algorithm}
     return [v for v in order if v in found] + sorted(found - set(order))
 

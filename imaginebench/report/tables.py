@@ -23,6 +23,7 @@ LABELS = {
     "imaginary": "real + imaginary",
     "oracle": "real + oracle",
     "imaginary_all": "real + imaginary (all levels)",
+    "oracle_all": "real + oracle (all levels)",
 }
 REFERENCE_LABELS = {"random": "random policy", "expert": "expert"}
 
