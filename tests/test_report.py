@@ -101,19 +101,23 @@ def test_per_level_numbers_follow_the_variants_rule(bench):
     assert level_values(runs, "bc", "oracle", "hard") == []  # no oracle run trained on hard
 
 
-def test_a_run_on_every_level_s_imaginary_data_scores_every_level(tmp_path):
+def test_a_run_on_every_level_s_imaginary_or_oracle_data_scores_every_level(tmp_path):
     root = tmp_path / "bench"
     for seed in (0, 1):
         make_run(root, "bc", "real", None, seed, {"train": 0.5, "easy": 0.2})
         make_run(root, "bc", "imaginary_all", None, seed, {"train": 0.4 + 0.2 * seed, "easy": 0.3})
+        make_run(root, "bc", "oracle_all", None, seed, {"train": 0.5, "easy": 0.7 + 0.1 * seed})
     runs = load_runs(root).runs
     assert level_values(runs, "bc", "imaginary_all", "train") == pytest.approx([0.4, 0.6])
     assert level_values(runs, "bc", "imaginary_all", "easy") == pytest.approx([0.3, 0.3])
+    assert level_values(runs, "bc", "oracle_all", "easy") == pytest.approx([0.7, 0.8])
     written = write_report(root, tmp_path / "report", reps=200)
     rows = {(r["data"], r["level"]): r for r in _csv(tmp_path / "report/results.csv")}
     assert rows[("real + imaginary (all levels)", "train")]["mean"] == "50.0"
     assert rows[("real + imaginary (all levels)", "easy")]["runs"] == "2"
+    assert rows[("real + oracle (all levels)", "easy")]["mean"] == "75.0"
     assert tmp_path / "report/figure5_imaginary.png" in written  # drawn beside real
+    assert tmp_path / "report/figure6_oracle.png" in written  # imaginary_all beside oracle_all
 
 
 def test_report_tables_hold_the_hand_computed_numbers(bench, tmp_path):
