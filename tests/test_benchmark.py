@@ -148,12 +148,12 @@ def test_every_domain_with_offline_rl_configs_has_a_grid_over_all_of_them():
             algorithm, domain = config.stem.split("_", 1)
             offline.setdefault(domain, set()).add(algorithm)
     assert {"clevr", "babyai", "halfcheetah", "metaworld", "libero"} <= set(offline)
+    # real-only beside imaginary data and its oracle upper bound, per level or all levels
+    per_level = ["real", "imaginary", "oracle"]
+    all_levels = ["real", "imaginary_all", "oracle_all"]
     for domain, algorithms in offline.items():
         spec = load_spec(ROOT / "configs" / "benchmark" / f"{domain}.yaml")
         assert spec.domain == domain and set(spec.algorithms) == algorithms, domain
-        # real-only beside imaginary data and its oracle upper bound, per level or all levels
-        per_level = ["real", "imaginary", "oracle"]
-        all_levels = ["real", "imaginary_all", "oracle_all"]
         assert spec.variants in (per_level, all_levels) and spec.seeds == [0, 1, 2], domain
         assert all(spec.config_path(a).is_file() for a in spec.algorithms)
 
