@@ -329,6 +329,21 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _records(args: argparse.Namespace) -> int:
+    from imaginebench.benchmark.records import export_records, import_records
+
+    if args.action == "export":
+        names = export_records(args.runs_dir, args.archive)
+        print(f"wrote {args.archive}: the records of {len(names)} finished run(s)")
+        return 0
+    outcome = import_records(args.archive, args.runs_dir, replace=args.replace)
+    print(
+        f"{args.runs_dir}: {len(outcome.written)} run(s) written, {len(outcome.replaced)} "
+        f"replaced, {len(outcome.already_finished)} already finished there"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imaginebench",
@@ -666,6 +681,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="bootstrap resamples of the aggregate scores' confidence intervals (default 10000)",
     )
     p.set_defaults(func=_report)
+
+    p = sub.add_parser(
+        "records",
+        help="carry a benchmark's finished runs between folders or machines: export their "
+        "records (grid, run.json, done.json, results.json; no checkpoints) to a .tar.gz, or "
+        "import them so the runner skips those runs and report reads them",
+    )
+    records = p.add_subparsers(dest="action", required=True)
+    q = records.add_parser("export", help="write RUNS_DIR's finished runs to ARCHIVE")
+    q.add_argument("runs_dir", help="the benchmark's output folder (its out)")
+    q.add_argument("archive", help="the .tar.gz to write")
+    q = records.add_parser("import", help="check ARCHIVE whole, then write its runs into RUNS_DIR")
+    q.add_argument("archive", help="a .tar.gz made by `imaginebench records export`")
+    q.add_argument("runs_dir", help="the benchmark's output folder (its out)")
+    q.add_argument(
+        "--replace",
+        action="store_true",
+        help="empty run folders that hold other files (an interrupted attempt, other "
+        "settings) and import into them; without it such folders are an error",
+    )
+    p.set_defaults(func=_records)
 
     p = sub.add_parser(
         "manifest", help="write MANIFEST.json (checksums, provenance) for a directory of datasets"

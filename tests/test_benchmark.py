@@ -365,6 +365,46 @@ def test_a_killed_benchmark_takes_its_runs_along_and_resumes_them(tiny_benchmark
     assert json.loads((run / "results.json").read_text())["global_step"] == 200
 
 
+@pytest.mark.slow
+def test_exported_records_make_another_folder_s_runs_finished(tiny_benchmark, tmp_path):
+    """The records of a finished run, imported into an empty folder (another machine, a wiped
+    one), are what the runner and the report need: the run is skipped there and reported."""
+    bench = yaml.safe_load((tiny_benchmark / "bench.yaml").read_text())
+    bench.update(variants=["real"], seeds=[5], out=str(tmp_path / "first"))
+    (tiny_benchmark / "records_first.yaml").write_text(yaml.safe_dump(bench))
+    bench["out"] = str(tmp_path / "second")
+    (tiny_benchmark / "records_second.yaml").write_text(yaml.safe_dump(bench))
+    ran = _benchmark(tiny_benchmark, config="records_first.yaml")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    cli = [sys.executable, "-m", "imaginebench.cli", "records"]
+    archive = tmp_path / "records.tar.gz"
+    for step in (
+        ["export", str(tmp_path / "first"), str(archive)],
+        ["import", str(archive), str(tmp_path / "second")],
+    ):
+        done = subprocess.run([*cli, *step], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    again = _benchmark(tiny_benchmark, config="records_second.yaml")
+    assert "1 finished (skipped), 0 to resume, 0 to start" in again.stdout, again.stdout
+    assert not (tmp_path / "second" / "runs" / "bc" / "real" / "seed5" / "checkpoints").exists()
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "imaginebench.cli",
+            "report",
+            str(tmp_path / "second"),
+            "--bootstrap-reps",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "| DiscreteBC | real |" in (tmp_path / "second" / "report" / "results.md").read_text()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
