@@ -213,6 +213,7 @@ def _refilter(args: argparse.Namespace) -> int:
         args.overwrite,
         args.min_confidence,
         args.erase_loops,
+        args.max_per_task,
     )
     record = kept.provenance["post_filter"]
     print(f"kept {record['kept']} of {record['of']} episodes")
@@ -562,8 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "refilter",
         help="apply imagination's simulator-free filter steps (erase_loops, max_progress_drop, "
-        "a family length limit from real data, min_confidence) to an imaginary file that "
-        "exists; writes the kept episodes and their quality report "
+        "a family length limit from real data, min_confidence, max_per_task) to an imaginary "
+        "file that exists; writes the kept episodes and their quality report "
         "(docs/grounding.md#filters-filters-of-imaginebench-imagine)",
     )
     p.add_argument("file", help="imaginary dataset file (.h5)")
@@ -594,6 +595,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="first cut out each episode's detours back to a state it visited (rewards "
         "labelled again)",
+    )
+    p.add_argument(
+        "--max-per-task",
+        type=int,
+        default=None,
+        help="after the other steps, keep at most this many episodes of each task (the "
+        "shortest, ties by the LM's likelihood)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace --out (may be FILE)")
     p.set_defaults(func=_refilter)

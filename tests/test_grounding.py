@@ -1846,6 +1846,29 @@ def test_family_horizons_drop_successful_rollouts_longer_than_their_familys_real
         FilterConfig(horizon_quantile=0.9, family_horizon_scale=0.0)
 
 
+def test_task_cap_keeps_the_shortest_rollouts_of_each_task_in_their_order():
+    """``max_per_task``: at most that many kept rollouts per task, the shortest (ties by the
+    LM's likelihood), in the order imagination kept them; off (``None``) keeps all."""
+    from imaginebench.envs.babyai.tasks import GoTo, PutNext
+    from imaginebench.envs.base import EpisodeSpec
+    from imaginebench.imagination import ImaginedRollout
+    from imaginebench.imagination.filters import cap_per_task
+
+    def rollout(task, steps, ll=0.0):
+        spec = EpisodeSpec(task, "x", np.zeros(17), "rephrase")
+        return ImaginedRollout(
+            spec, np.zeros((steps + 1, 17)), np.zeros(steps), True, False, False, ll
+        )
+
+    goto, putnext = GoTo("ball", "red"), PutNext("ball", "red", "box", "green")
+    kept = [rollout(goto, 7), rollout(putnext, 18), rollout(goto, 5), rollout(goto, 5, ll=1.0)]
+    capped, removed = cap_per_task(kept, 2)
+    assert capped == [kept[1], kept[2], kept[3]] and removed == 1
+    capped, removed = cap_per_task(kept, 1)
+    assert capped == [kept[1], kept[3]] and removed == 2  # the likelier of the two 5-steps
+    assert cap_per_task(kept, None) == (kept, 0)
+
+
 def test_progress_filter_drops_rollouts_whose_imagined_potential_falls_on_the_way():
     """A successful rollout that pushes its ball backwards before reaching the goal (the task's
     potential falls at one step by more than ``max_progress_drop``) is dropped as regressing;

@@ -15,7 +15,7 @@ from imaginebench.cli import main
 from imaginebench.data.format import load_dataset, save_dataset
 from imaginebench.data.shipped import _regenerate_command, resolve_data_path
 from imaginebench.envs.base import Task
-from imaginebench.imagination.filters import episode_families
+from imaginebench.imagination.filters import FilterConfig, episode_families, within_task_cap
 from imaginebench.imagination.refilter import keep_mask
 
 FILE = resolve_data_path("shipped:babyai/imaginary_rephrase.h5")
@@ -110,7 +110,8 @@ def test_cli_writes_the_kept_episodes_their_quality_and_a_command_that_remakes_t
 @pytest.mark.parametrize(
     "args,message",
     [
-        ([], "give erase_loops, max_progress_drop, family_horizon, min_confidence or several"),
+        ([], "give erase_loops, max_progress_drop, family_horizon, min_confidence, max_per_task"),
+        (["--max-per-task", "0"], "max_per_task must be >= 1"),
         (["--max-progress-drop", "-1"], "must be >= 0"),
         (["--min-confidence", "0"], "min_confidence must be in (0, 1]"),
     ],
@@ -138,3 +139,33 @@ def test_the_regeneration_command_carries_instruction_guidance():
     assert "--decoding.guidance 4.0 " in _regenerate_command(provenance, "halfcheetah", "x.h5")
     provenance["decoding"]["guidance"] = 1.0
     assert "guidance" not in _regenerate_command(provenance, "halfcheetah", "x.h5")
+
+
+def test_task_cap_keeps_the_shortest_few_of_every_task(tmp_path):
+    data = load_dataset(FILE)
+    assert (
+        main(["refilter", str(FILE), "--max-per-task", "2", "--out", str(tmp_path / "c.h5")]) == 0
+    )
+    capped = load_dataset(tmp_path / "c.h5")
+    per_task = lambda d: [d.tasks[t] for t in d.episode_task]  # noqa: E731
+    before, after = per_task(data), per_task(capped)
+    assert max(after.count(t) for t in set(after)) == 2 < max(before.count(t) for t in before)
+    assert set(after) == set(before)  # every task keeps a rollout
+    lengths, kept_lengths = data.episode_lengths(), capped.episode_lengths()
+    for task in set(before):  # the kept ones are the task's shortest
+        mine = sorted(lengths[[i for i, t in enumerate(before) if t == task]])
+        kept = sorted(kept_lengths[[i for i, t in enumerate(after) if t == task]])
+        assert kept == mine[: len(kept)] and len(kept) == min(2, len(mine))
+    # the shipped file was refiltered before (loops erased): both steps remake it, in order
+    command = _regenerate_command(capped.provenance, "babyai", "x.h5")
+    assert command.index("--erase-loops") < command.index("--max-per-task 2")
+    assert capped.provenance["post_filter"]["max_per_task"] == 2
+
+
+def test_task_cap_breaks_ties_by_likelihood_then_order():
+    keep = within_task_cap(["a", "a", "a", "b"], [3, 2, 2, 9], [0.0, -5.0, -1.0, -9.0], cap=1)
+    assert keep.tolist() == [False, False, True, True]
+    keep = within_task_cap(["a", "a"], [2, 2], [-1.0, -1.0], cap=1)
+    assert keep.tolist() == [True, False]
+    with pytest.raises(ValueError, match="max_per_task must be >= 1"):
+        FilterConfig(max_per_task=0)

@@ -66,7 +66,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         if isinstance(fitted, dict) and isinstance(fitted.get(name), dict):  # its settings
             command += f"--{name} '{json.dumps(fitted[name], sort_keys=True)}' "
     command += f"--out {out} --overwrite true"
-    if refiltered := provenance.get("post_filter"):  # imaginebench refilter, in place
+    steps = [*provenance.get("earlier_post_filters", []), provenance.get("post_filter")]
+    for refiltered in filter(None, steps):  # imaginebench refilter, in place, in order
         command += f" && imaginebench refilter {out} --out {out} --overwrite"
         if refiltered.get("erase_loops"):
             command += " --erase-loops"
@@ -79,6 +80,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
                 f" --family-horizon {family['real']} --quantile {family['quantile']} "
                 f"--scale {family['scale']}"
             )
+        if refiltered.get("max_per_task") is not None:
+            command += f" --max-per-task {refiltered['max_per_task']}"
     for step in provenance.get("relabelled", []):
         command += f" && imaginebench relabel {out} --reason {json.dumps(step['reason'])}"
         if "dropped_unsuccessful" in step:

@@ -43,7 +43,12 @@ Steps, in the order a candidate rollout meets them:
    that hold fewer kept rollouts than an equal share get fresh episodes whose starts fall in
    them, as many as the bin's first-round keep rate says are needed (at most
    ``start_max_episodes`` a round), so the file is not made of the starts where the goal was
-   already near.
+   already near;
+7. **task cap** (``max_per_task``): at the end, each task keeps at most that many rollouts,
+   the shortest (ties: the most likely). The success filter keeps the tasks the LM plans
+   easily far more often than the hard ones (BabyAI rephrase: up to 11 rollouts of a go-to
+   task, one of most put-next tasks), so without a cap the imaginary share of each batch goes
+   mostly to what the policy already solves.
 
 The counts of rollouts each step removed (and of loop steps erased) go into the dataset's
 provenance and quality report.
@@ -102,6 +107,8 @@ class FilterConfig:
         start_bins: quantile bins of the first round's initial task potential (0: off).
         start_rounds: extra rounds for the bins with fewer kept rollouts than an equal share.
         start_max_episodes: at most this many fresh episodes in one such round.
+        max_per_task: if set, each task keeps at most this many rollouts at the end (the
+            shortest, ties by likelihood); the rest count as ``over_task_cap``.
     """
 
     horizon_quantile: float | None = None
@@ -120,6 +127,7 @@ class FilterConfig:
     start_bins: int = 0
     start_rounds: int = 0
     start_max_episodes: int = 2000
+    max_per_task: int | None = None
 
     def __post_init__(self) -> None:
         if self.horizon_quantile is not None and not 0.0 < self.horizon_quantile <= 1.0:
@@ -160,6 +168,8 @@ class FilterConfig:
             raise ValueError("start_rounds fill start-difficulty bins: set start_bins too")
         if self.start_max_episodes < 1:
             raise ValueError(f"start_max_episodes must be >= 1, got {self.start_max_episodes}")
+        if self.max_per_task is not None and self.max_per_task < 1:
+            raise ValueError(f"max_per_task must be >= 1 (or null: off), got {self.max_per_task}")
 
 
 @dataclass
@@ -177,6 +187,7 @@ class FilterCounts:
     too_long: int = 0
     regressing: int = 0
     less_likely: int = 0
+    over_task_cap: int = 0
     episodes_kept: int = 0
     episodes_dropped: int = 0
     redrawn_actions: int = 0
@@ -321,6 +332,37 @@ def select(
         else:
             counts.episodes_dropped += 1
     return kept, counts
+
+
+def within_task_cap(
+    tasks: Sequence[str], lengths: Sequence[int], log_likelihoods: Sequence[float], cap: int
+) -> np.ndarray:
+    """``(rollouts,)`` bool: at most ``cap`` rollouts of each task (``tasks``: a key per
+    rollout), the shortest first, ties by the higher log-likelihood, then by order."""
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i], lengths[i], -log_likelihoods[i], i))
+    keep = np.zeros(len(tasks), dtype=bool)
+    taken: dict[str, int] = {}
+    for i in order:
+        if taken.get(tasks[i], 0) < cap:
+            keep[i] = True
+            taken[tasks[i]] = taken.get(tasks[i], 0) + 1
+    return keep
+
+
+def cap_per_task(
+    kept: Sequence[ImaginedRollout], cap: int | None
+) -> tuple[list[ImaginedRollout], int]:
+    """The step ``max_per_task`` on the kept rollouts: those within the cap (in their order)
+    and how many it removed."""
+    if cap is None:
+        return list(kept), 0
+    keep = within_task_cap(
+        [r.spec.task.spec() for r in kept],
+        [len(r.actions) for r in kept],
+        [r.log_likelihood for r in kept],
+        cap,
+    )
+    return [r for r, k in zip(kept, keep) if k], int((~keep).sum())
 
 
 def largest_progress_drop(rollout: ImaginedRollout) -> float:

@@ -1,17 +1,18 @@
 """``imaginebench refilter``: imagination's simulator-free filter steps on a file that exists.
 
-Four steps of ``filters:`` (:mod:`~imaginebench.imagination.filters`) can be applied after
+Five steps of ``filters:`` (:mod:`~imaginebench.imagination.filters`) can be applied after
 the fact, without imagining again: ``erase_loops`` first cuts the loops out of every episode
 (rewards labelled again for the shorter rollout; :mod:`~imaginebench.imagination.loops`);
 ``max_progress_drop`` keeps the episodes whose task potential
 (the state-only ``Task.progress`` of the imagined states) never falls by more than that at one
 step; ``family_limits`` keeps the episodes no longer than their task family's limit (from a
 real file's successful lengths); ``min_confidence`` keeps the episodes whose stored ``ensemble``
-confidence is at least that at every transition. Inside ``imaginebench imagine`` the same steps
-may pick another candidate (or redraw an action) of the same episode; here an episode that fails
-is dropped. No step runs the simulator. The kept episodes are written (without their loops
-if asked), the steps recorded in the provenance (``post_filter``), and the quality report
-beside the output is recomputed.
+confidence is at least that at every transition; ``max_per_task`` then keeps at most that
+many episodes of each task (the shortest, ties by the stored LM likelihood). Inside
+``imaginebench imagine`` the same steps may pick another candidate (or redraw an action) of the
+same episode; here an episode that fails is dropped. No step runs the simulator. The kept
+episodes are written (without their loops if asked), the steps recorded in the provenance
+(``post_filter``), and the quality report beside the output is recomputed.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from imaginebench.data.schema import SOURCES
 from imaginebench.data.shipped import resolve_data_path
 from imaginebench.envs import get_domain
 from imaginebench.envs.base import Task
-from imaginebench.imagination.confidence import ENSEMBLE
+from imaginebench.imagination.confidence import ENSEMBLE, LIKELIHOOD
 from imaginebench.imagination.filters import (
     FilterConfig,
     episode_families,
     family_horizons,
     largest_potential_drop,
+    within_task_cap,
 )
 from imaginebench.imagination.loops import erase_loops
 from imaginebench.imagination.quality import QualityReport, quality_report, save_report_beside
@@ -74,6 +76,26 @@ def keep_mask(
     return keep
 
 
+def task_cap_mask(data: RolloutDataset, keep: np.ndarray, cap: int) -> np.ndarray:
+    """``keep`` narrowed to at most ``cap`` episodes per task (the shortest, ties by the
+    stored ``likelihood`` confidence's log-likelihood where the file has it)."""
+    lengths = data.episode_lengths()
+    log_likelihoods = np.zeros(len(data))
+    if LIKELIHOOD in data.confidence:
+        steps = np.log(np.maximum(np.asarray(data.confidence[LIKELIHOOD], dtype=float), 1e-30))
+        log_likelihoods = np.add.reduceat(steps, data.episode_offsets[:-1]) if len(steps) else 0
+    candidates = np.flatnonzero(keep)
+    within = within_task_cap(
+        [str(data.episode_task[i]) for i in candidates],
+        [int(lengths[i]) for i in candidates],
+        [float(log_likelihoods[i]) for i in candidates],
+        cap,
+    )
+    narrowed = np.zeros_like(keep)
+    narrowed[candidates[within]] = True
+    return narrowed
+
+
 def without_loops(data: RolloutDataset) -> RolloutDataset:
     """``data`` with every episode's loops erased and its rewards labelled again by the
     domain's reward function (``data`` itself when no episode has a loop)."""
@@ -101,6 +123,7 @@ def refilter_file(
     overwrite: bool = False,
     min_confidence: float | None = None,
     erase_loops: bool = False,
+    max_per_task: int | None = None,
 ) -> tuple[RolloutDataset, QualityReport, dict[str, tuple[int, int]]]:
     """Write the episodes of the imaginary file ``path`` that pass the steps to ``out`` (and
     ``<out stem>.quality.json``); return them, their quality and ``family -> (kept, of)``.
@@ -111,6 +134,7 @@ def refilter_file(
             successful episode lengths times ``scale`` (rounded up).
         min_confidence: the least ``ensemble`` confidence allowed at any transition.
         erase_loops: cut each episode's loops before the other steps judge it.
+        max_per_task: after the other steps, at most this many episodes of each task.
         overwrite: replace ``out`` (``out`` may be ``path`` itself).
     """
     if (
@@ -118,12 +142,18 @@ def refilter_file(
         and family_horizon is None
         and min_confidence is None
         and not erase_loops
+        and max_per_task is None
     ):
         raise ValueError(
-            "give erase_loops, max_progress_drop, family_horizon, min_confidence or several"
+            "give erase_loops, max_progress_drop, family_horizon, min_confidence, max_per_task "
+            "or several"
         )
     # the steps' bounds are imagine's: one check of them
-    FilterConfig(max_progress_drop=max_progress_drop, min_confidence=min_confidence)
+    FilterConfig(
+        max_progress_drop=max_progress_drop,
+        min_confidence=min_confidence,
+        max_per_task=max_per_task,
+    )
     out = Path(out)
     check_output_path(out, overwrite)
     path = resolve_data_path(path)  # also ``shipped:<domain>/<file>``
@@ -146,17 +176,25 @@ def refilter_file(
             scale,
         )
     keep = keep_mask(data, max_progress_drop, limits, min_confidence)
+    if max_per_task is not None:
+        keep = task_cap_mask(data, keep, max_per_task)
     if not keep.any():
         raise ValueError(f"no episode of {path} passes the steps; nothing to write")
     kept = data.select(keep)
     families = episode_families(data)
     kept_families = Counter(families[keep])
     per_family = {f: (kept_families[f], n) for f, n in sorted(Counter(families).items())}
+    if earlier := kept.provenance.pop("post_filter", None):  # a refiltered file refiltered
+        kept.provenance["earlier_post_filters"] = [
+            *kept.provenance.get("earlier_post_filters", []),
+            earlier,
+        ]
     kept.provenance["post_filter"] = {
         "source": str(path),
         "max_progress_drop": max_progress_drop,
         "min_confidence": min_confidence,
         "erase_loops": erase_loops,
+        "max_per_task": max_per_task,
         "loop_steps_erased": erased_steps,
         "family_horizon": None
         if limits is None

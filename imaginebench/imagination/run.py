@@ -44,6 +44,7 @@ from imaginebench.imagination.decoder import DecodingConfig, ImaginedRollout, Im
 from imaginebench.imagination.filters import (
     FilterConfig,
     FilterCounts,
+    cap_per_task,
     episode_families,
     family_horizons,
     real_horizon,
@@ -236,6 +237,7 @@ def imagine_level(
         kept, counts, coverage["starts"] = _fill_start_bins(
             filters, suite, level, seed, specs, first_round, kept, counts, imagine_and_select
         )
+    kept, counts.over_task_cap = cap_per_task(kept, filters.max_per_task)
     seconds = time.perf_counter() - started
     has_likelihood = module.model.has_likelihood
     episodes = [
