@@ -83,7 +83,7 @@ def task_cap_mask(data: RolloutDataset, keep: np.ndarray, cap: int) -> np.ndarra
     log_likelihoods = np.zeros(len(data))
     if LIKELIHOOD in data.confidence:
         steps = np.log(np.maximum(np.asarray(data.confidence[LIKELIHOOD], dtype=float), 1e-30))
-        log_likelihoods = np.add.reduceat(steps, data.episode_offsets[:-1]) if len(steps) else 0
+        log_likelihoods = np.add.reduceat(steps, data.episode_offsets[:-1])  # episodes >= 1 step
     candidates = np.flatnonzero(keep)
     within = within_task_cap(
         [str(data.episode_task[i]) for i in candidates],
