@@ -899,6 +899,7 @@ def test_filters_keep_the_most_likely_candidate_that_passes_every_step():
         "too_long": 0,
         "regressing": 0,
         "less_likely": 1,
+        "over_task_cap": 0,
         "episodes_kept": 1,
         "episodes_dropped": 1,
         "redrawn_actions": 4,
