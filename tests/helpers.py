@@ -53,6 +53,7 @@ def random_batch(
         else torch.rand(n, 2, generator=g) * 2 - 1,
         "reward": torch.randn(n, generator=g),
         "done": torch.tensor([True, False] * (n // 2)),
+        "source": torch.zeros(n, dtype=torch.uint8),  # every row real
     }
 
 

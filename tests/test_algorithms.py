@@ -371,3 +371,33 @@ def test_row_draws_are_slices_of_the_global_batch_under_ddp():
     m._trainer = None
     assert torch.equal(torch.cat(parts), whole)
     assert torch.equal(shared[0], shared[1]) and torch.equal(shared[0], common)
+
+
+@pytest.mark.parametrize("mode", ["like_real", "push_down", "td_only"])
+def test_discrete_cql_conservative_gap_on_imaginary_rows(mode):
+    """The gap's rows: every row (``like_real``); the log-sum-exp on every row and the data Q on
+    real rows (``push_down``, COMBO's split); real rows only (``td_only``)."""
+    m = DiscreteCQL(
+        state_dim=3, action_spec={"type": "discrete", "n": 4}, imaginary_conservative=mode
+    )
+    q_all = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [4.0, 0.0, 0.0, 0.0]])
+    q_data = torch.tensor([0.0, 4.0, 0.0])
+    source = torch.tensor([0, 0, 1], dtype=torch.uint8)  # the third row is imaginary
+    lse = torch.logsumexp(q_all, -1)
+    expected = {
+        "like_real": (lse - q_data).mean(),
+        "push_down": lse.mean() - q_data[:2].mean(),
+        "td_only": (lse[:2] - q_data[:2]).mean(),
+    }[mode]
+    assert torch.allclose(m.conservative_gap(q_all, q_data, source, None), expected)
+    # weights scale rows as before: a zero-weight imaginary row is as if it were not there
+    weight = torch.tensor([1.0, 1.0, 0.0])
+    expected_weighted = (lse[:2] - q_data[:2]).mean()
+    assert torch.allclose(m.conservative_gap(q_all, q_data, source, weight), expected_weighted)
+
+
+def test_discrete_cql_rejects_an_unknown_imaginary_conservative():
+    with pytest.raises(ValueError, match="imaginary_conservative"):
+        DiscreteCQL(
+            state_dim=3, action_spec={"type": "discrete", "n": 4}, imaginary_conservative="off"
+        )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +37,8 @@ from imaginebench.modules.offline.base import (
 )
 from imaginebench.modules.offline.sac import SAC
 
+ImaginaryConservative = Literal["like_real", "push_down", "td_only"]
+
 
 class DiscreteCQL(OfflineRLModule):
     """CQL for discrete actions.
@@ -49,6 +51,11 @@ class DiscreteCQL(OfflineRLModule):
         target_update_interval: steps between hard target-network copies.
         double_q: choose the bootstrap action with the online network (double DQN).
         undiscounted_td_bug: reproduce the original benchmark's gamma = 1 (opt-in only).
+        imaginary_conservative: what the conservative term does on imaginary rows:
+            ``like_real`` (CQL(H) on every row), ``push_down`` (COMBO's split: the log-sum-exp
+            is pushed down on every row, the data action pushed up on real rows only, so an
+            imagined action is never favoured) or ``td_only`` (imaginary rows enter the TD
+            loss only).
         **kwargs: see :class:`OfflineRLModule`.
     """
 
@@ -65,10 +72,17 @@ class DiscreteCQL(OfflineRLModule):
         target_update_interval: int = 500,
         double_q: bool = True,
         undiscounted_td_bug: bool = False,
+        imaginary_conservative: ImaginaryConservative = "like_real",
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.save_hyperparameters()
+        if imaginary_conservative not in get_args(ImaginaryConservative):
+            raise ValueError(
+                f"imaginary_conservative must be one of {get_args(ImaginaryConservative)}, "
+                f"got {imaginary_conservative!r}"
+            )
+        self.imaginary_conservative = imaginary_conservative
         self.lr, self.gamma, self.alpha = lr, gamma, alpha
         self.target_update_interval, self.double_q = target_update_interval, double_q
         self.undiscounted_td_bug = undiscounted_td_bug
@@ -93,13 +107,28 @@ class DiscreteCQL(OfflineRLModule):
             target = batch["reward"] + discount * bootstrap
         weight = batch.get("weight")
         td = weighted_loss(F.smooth_l1_loss, q_data, target, weight=weight)
-        conservative = weighted_mean(torch.logsumexp(q_all, dim=-1) - q_data, weight)
+        conservative = self.conservative_gap(q_all, q_data, batch["source"], weight)
         return {
             "loss": td + self.alpha * conservative,
             "td": td,
             "conservative": conservative,
             "q_data": q_data.mean().detach(),
         }
+
+    def conservative_gap(
+        self, q_all: Tensor, q_data: Tensor, source: Tensor, weight: Tensor | None
+    ) -> Tensor:
+        """``E[logsumexp_a Q(s, a)] - E[Q(s, a_data)]`` over the rows
+        ``imaginary_conservative`` says (``source``: 1 on imaginary rows)."""
+        logsumexp = torch.logsumexp(q_all, dim=-1)
+        if self.imaginary_conservative == "like_real":
+            return weighted_mean(logsumexp - q_data, weight)
+        real = (source == 0).to(q_data.dtype)
+        real_weight = real if weight is None else real * weight
+        pushed_up = weighted_mean(q_data, real_weight)
+        if self.imaginary_conservative == "push_down":
+            return weighted_mean(logsumexp, weight) - pushed_up
+        return weighted_mean(logsumexp, real_weight) - pushed_up
 
     def after_update(self) -> None:
         if (self.global_step + 1) % self.target_update_interval == 0:
