@@ -263,3 +263,14 @@ def test_runs_without_per_task_records_are_named(tmp_path):
     assert "bc/real/seed1" in text and "bc/real/seed0" not in text
     (aggregate,) = _csv(tmp_path / "report/aggregate.csv")
     assert aggregate["runs"] == "1"
+
+
+def test_seeds_of_a_full_cell_count_every_command_s_runs(bench, tmp_path):
+    """Runs of two commands in one folder (here the newest named one seed): the header and the
+    ``(n=k)`` marks count the seeds the folder holds, not the newest command's list."""
+    (bench / "benchmark.yaml").write_text("spec: {seeds: [2]}\ncommand: [imaginebench]\n")
+    write_report(bench, tmp_path / "report", reps=200)
+    table = (tmp_path / "report/results.md").read_text()
+    assert "over 3 seed(s)" in table
+    assert "| DiscreteBC | real | 60.0 ± 10.0 [35.2, 84.8] |" in table  # 3 of 3: no mark
+    assert "| DiscreteBC | real + oracle | 50.0 ± 0.0 [50.0, 50.0] (n=2)" in table

@@ -55,6 +55,18 @@ def aggregates_of(bench: BenchmarkRuns, reps: int) -> dict[tuple[str, str], Aggr
     return {tuple(key.split("\t")): value for key, value in scores.items()}  # type: ignore[misc]
 
 
+def seeds_per_cell(bench: BenchmarkRuns) -> int:
+    """The seeds a full cell has: the most any (algorithm, data) cell has on ``train``, or the
+    newest command's seed list if longer (the runs of several commands, e.g. seeds 0-4 and then
+    5-9 in one folder, count together)."""
+    found = [
+        len(level_values(bench.runs, algorithm, variant, "train"))
+        for algorithm in bench.algorithms
+        for variant in variants_of(bench.runs, algorithm)
+    ]
+    return max([len(bench.record.get("spec", {}).get("seeds", [])), *found])
+
+
 def _header(
     bench: BenchmarkRuns, report_command: str, runs_dir: Path, seeds: int, reps: int
 ) -> list[str]:
@@ -147,9 +159,7 @@ def write_report(
     command = shlex.join(words)
     out = Path(out) if out is not None else runs_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
-    seeds = len(bench.record.get("spec", {}).get("seeds", [])) or max(
-        len(level_values(bench.runs, a, "real", "train")) for a in bench.algorithms
-    )
+    seeds = seeds_per_cell(bench)
     levels = levels_of(bench.runs)
     written = [write_csv(out / "results.csv", level_rows(bench))]
     all_rows = all_levels_rows(bench)
