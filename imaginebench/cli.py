@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from imaginebench.data.atomic import check_output_path
+from imaginebench.atomic import check_output_path
 from imaginebench.envs.base import LEVELS
 
 
@@ -173,7 +173,7 @@ def _render(args: argparse.Namespace) -> int:
 def _relabel(args: argparse.Namespace) -> int:
     import json
 
-    from imaginebench.data.atomic import write_text_atomically
+    from imaginebench.atomic import write_text_atomically
     from imaginebench.data.format import load_dataset, save_dataset
     from imaginebench.data.relabel import relabel_success
     from imaginebench.imagination.quality import quality_report

@@ -799,7 +799,7 @@ def test_nonfinite_continuous_actions(tmp_path: Path) -> None:
 
 
 def test_atomic_path_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
-    from imaginebench.data.atomic import atomic_path, write_text_atomically
+    from imaginebench.atomic import atomic_path, write_text_atomically
 
     target = tmp_path / "sub" / "results.json"
     write_text_atomically(target, "old")
@@ -823,7 +823,7 @@ def test_a_killed_writes_leftover_is_removed_by_the_next_write(tmp_path: Path) -
         [
             sys.executable,
             "-c",
-            "import os, sys\nfrom imaginebench.data.atomic import atomic_path\n"
+            "import os, sys\nfrom imaginebench.atomic import atomic_path\n"
             "with atomic_path(sys.argv[1]) as tmp:\n"
             "    tmp.write_text('half')\n    os.kill(os.getpid(), 9)\n",
             str(target),

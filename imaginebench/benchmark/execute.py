@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imaginebench.atomic import write_text_atomically
 from imaginebench.benchmark.grid import Run
 from imaginebench.benchmark.references import evaluation_settings, reference_job
 from imaginebench.benchmark.runs import (
@@ -32,7 +33,6 @@ from imaginebench.benchmark.runs import (
 )
 from imaginebench.benchmark.settings import oracle_collect, run_settings
 from imaginebench.benchmark.spec import BenchmarkSpec
-from imaginebench.data.atomic import write_text_atomically
 
 #: Seconds a run gets to stop after SIGTERM before it is killed.
 STOP_GRACE_SECONDS = 30

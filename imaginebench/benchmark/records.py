@@ -18,6 +18,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imaginebench.atomic import write_text_atomically
 from imaginebench.benchmark.runs import (
     DONE_FILE,
     RESULTS_FILE,
@@ -25,7 +26,6 @@ from imaginebench.benchmark.runs import (
     clear_run,
     read_json,
 )
-from imaginebench.data.atomic import write_text_atomically
 
 GRID_FILE = "benchmark.yaml"
 CHECKSUMS = "records.json"

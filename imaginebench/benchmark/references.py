@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from imaginebench.atomic import write_text_atomically
 from imaginebench.callbacks.evaluation import ExpertPolicy, evaluate_level
-from imaginebench.data.atomic import write_text_atomically
 
 REFERENCE_NAMES = {"random": "random policy", "expert": "expert"}
 

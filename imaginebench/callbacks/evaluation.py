@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 
-from imaginebench.data.atomic import write_text_atomically
+from imaginebench.atomic import write_text_atomically
 from imaginebench.envs import make
 from imaginebench.envs.base import LEVELS, Level, check_level
 from imaginebench.envs.rendering import RolloutRenderer

@@ -11,7 +11,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from imaginebench.data.atomic import atomic_path
+from imaginebench.atomic import atomic_path
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.schema import (
     ARRAY_KINDS,

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from imaginebench.data.atomic import write_text_atomically
+from imaginebench.atomic import write_text_atomically
 from imaginebench.data.hdf5 import load_dataset
 
 SHIPPED_PREFIX = "shipped:"

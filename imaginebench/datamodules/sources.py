@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from imaginebench.atomic import file_lock
 from imaginebench.config import as_config
-from imaginebench.data.atomic import file_lock
 from imaginebench.data.collect import CollectConfig
 from imaginebench.data.format import DatasetError, RolloutDataset, load_dataset, save_dataset
 from imaginebench.data.shipped import resolve_data_path

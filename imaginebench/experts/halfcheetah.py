@@ -42,8 +42,8 @@ import numpy as np
 import torch
 from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv as _GymHalfCheetah
 
+from imaginebench.atomic import atomic_path, write_text_atomically
 from imaginebench.config import as_config
-from imaginebench.data.atomic import atomic_path, write_text_atomically
 from imaginebench.data.shipped import MANIFEST, file_sha256
 from imaginebench.envs.base import Task
 from imaginebench.envs.halfcheetah.env import advance

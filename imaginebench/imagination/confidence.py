@@ -36,8 +36,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from imaginebench.atomic import atomic_path
 from imaginebench.config import as_config
-from imaginebench.data.atomic import atomic_path
 from imaginebench.data.dataset import Episode, RolloutDataset
 from imaginebench.data.schema import normalise_action_spec
 from imaginebench.envs.base import Task

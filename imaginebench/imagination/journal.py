@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from imaginebench.data.atomic import atomic_path, write_text_atomically
+from imaginebench.atomic import atomic_path, write_text_atomically
 from imaginebench.imagination.decoder import ImaginedRollout
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from imaginebench.data.atomic import write_text_atomically
+from imaginebench.atomic import write_text_atomically
 from imaginebench.data.dataset import Episode
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import EpisodeSpec, Task

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from imaginebench.data.atomic import check_output_path
+from imaginebench.atomic import check_output_path
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset

@@ -26,8 +26,8 @@ import torch
 # Grounding checkpoints record their data module's CollectConfig: importing its module allows it
 # under torch.load(weights_only=True).
 import imaginebench.data.collect  # noqa: F401
+from imaginebench.atomic import check_output_path
 from imaginebench.config import as_config
-from imaginebench.data.atomic import check_output_path
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from imaginebench.data.atomic import write_text_atomically
+from imaginebench.atomic import write_text_atomically
 from imaginebench.report.figures import aggregate_figure, figure5, figure6
 from imaginebench.report.results import BenchmarkRuns, ReportError, RunResult, load_runs
 from imaginebench.report.stats import (

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from imaginebench.data.atomic import atomic_path
+from imaginebench.atomic import atomic_path
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
 GIF_COLOURS = 128

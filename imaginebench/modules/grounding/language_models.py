@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import torch
 
-from imaginebench.data.atomic import file_lock
+from imaginebench.atomic import file_lock
 
 log = logging.getLogger(__name__)
 
