@@ -290,6 +290,7 @@ def _benchmark(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             command=command,
             progress=not args.quiet,
+            records=args.records,
         )
     except Interrupted:
         print("interrupted: rerun the same command to continue", file=sys.stderr)
@@ -630,6 +631,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rerun finished runs too")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--out", default=None, help="folder of the runs (default: the file's out)")
+    p.add_argument(
+        "--records",
+        default=None,
+        metavar="ARCHIVE",
+        help="rewrite ARCHIVE (.tar.gz) with the folder's finished runs' records each time a "
+        "run finishes (`imaginebench records import` reads it)",
+    )
     p.add_argument("--algorithms", nargs="+", default=None, help="replace the file's algorithms")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="replace the file's seeds")
     p.add_argument(

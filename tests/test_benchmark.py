@@ -368,22 +368,28 @@ def test_a_killed_benchmark_takes_its_runs_along_and_resumes_them(tiny_benchmark
 @pytest.mark.slow
 def test_exported_records_make_another_folder_s_runs_finished(tiny_benchmark, tmp_path):
     """The records of a finished run, imported into an empty folder (another machine, a wiped
-    one), are what the runner and the report need: the run is skipped there and reported."""
+    one), are what the runner and the report need: the run is skipped there and reported.
+    ``benchmark --records`` keeps the same archive up to date as runs finish."""
+    from imaginebench.benchmark.records import read_records
+
     bench = yaml.safe_load((tiny_benchmark / "bench.yaml").read_text())
     bench.update(variants=["real"], seeds=[5], out=str(tmp_path / "first"))
     (tiny_benchmark / "records_first.yaml").write_text(yaml.safe_dump(bench))
     bench["out"] = str(tmp_path / "second")
     (tiny_benchmark / "records_second.yaml").write_text(yaml.safe_dump(bench))
-    ran = _benchmark(tiny_benchmark, config="records_first.yaml")
+    live = tmp_path / "live.tar.gz"
+    ran = _benchmark(tiny_benchmark, "--records", str(live), config="records_first.yaml")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     cli = [sys.executable, "-m", "imaginebench.cli", "records"]
     archive = tmp_path / "records.tar.gz"
     for step in (
         ["export", str(tmp_path / "first"), str(archive)],
-        ["import", str(archive), str(tmp_path / "second")],
+        ["import", str(live), str(tmp_path / "second")],
     ):
         done = subprocess.run([*cli, *step], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
+        if step[0] == "export":
+            assert read_records(live) == read_records(archive)  # the same files, byte for byte
     again = _benchmark(tiny_benchmark, config="records_second.yaml")
     assert "1 finished (skipped), 0 to resume, 0 to start" in again.stdout, again.stdout
     assert not (tmp_path / "second" / "runs" / "bc" / "real" / "seed5" / "checkpoints").exists()

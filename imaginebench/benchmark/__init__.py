@@ -14,9 +14,11 @@ the folder into tables and figures.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from imaginebench.benchmark.execute import GridOutcome, plan_runs, run_planned, write_grid_record
 from imaginebench.benchmark.grid import Run, expand_grid, parse_shard, shard
+from imaginebench.benchmark.records import export_records
 from imaginebench.benchmark.spec import BenchmarkSpec, load_spec
 
 
@@ -30,9 +32,12 @@ def run_benchmark(
     command: list[str] | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    records: Path | str | None = None,
 ) -> GridOutcome:
     """Run shard ``shard_of = (i, n)`` of ``spec``'s grid (:func:`run_planned`); ``dry_run``:
-    only list its runs and their state. ``command`` is recorded in ``benchmark.yaml``."""
+    only list its runs and their state. ``command`` is recorded in ``benchmark.yaml``.
+    ``records``: an archive rewritten with every finished run's records of the folder
+    (:func:`~imaginebench.benchmark.records.export_records`) each time a run finishes."""
     runs = shard(expand_grid(spec), *shard_of)
     log(f"resolving the settings of {len(runs)} runs (shard {shard_of[0]}/{shard_of[1]})")
     planned = plan_runs(spec, runs, force)
@@ -41,7 +46,13 @@ def run_benchmark(
             log(f"{p.state.value:9} {p.run.name}  ({p.hash})")
         return GridOutcome(skipped=[p.run.name for p in planned if p.state.value == "finished"])
     write_grid_record(spec, command or [])
-    return run_planned(planned, spec.out_dir, workers, threads, progress, log)
+    on_finished = None
+    if records is not None:
+
+        def on_finished(name: str) -> None:
+            export_records(spec.out_dir, records)
+
+    return run_planned(planned, spec.out_dir, workers, threads, progress, log, on_finished)
 
 
 __all__ = [

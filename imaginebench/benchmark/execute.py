@@ -186,9 +186,11 @@ def run_planned(
     threads: int | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    on_finished: Callable[[str], None] | None = None,
 ) -> GridOutcome:
     """Run the unfinished runs of ``planned``, ``workers`` at a time, each with ``threads //
-    workers`` torch threads (at least one; ``threads`` defaults to the usable cores).
+    workers`` torch threads (at least one; ``threads`` defaults to the usable cores);
+    ``on_finished(name)`` is called as each run finishes.
 
     An interrupted run with a checkpoint resumes from it (if the resumed attempt fails, the run
     starts over once); any other unfinished run starts over in an emptied folder. A run another
@@ -247,6 +249,8 @@ def run_planned(
                 lock.release()
                 if done:
                     outcome.finished.append(name)
+                    if on_finished is not None:
+                        on_finished(name)
                 else:
                     outcome.failed[name] = planned_run.directory / LOG_FILE
                     log(f"{name}: failed (exit {code}), see {planned_run.directory / LOG_FILE}")
