@@ -177,6 +177,36 @@ def test_entries_the_real_data_never_moves_from_zero_stay_zero_in_predicted_stat
     assert predicted[1, 1] != 0.7 and predicted[:, 2].all()  # the others move as fitted
 
 
+def test_entries_the_real_data_never_varies_or_barely_changes_are_held_in_predicted_states():
+    """Entry 0 moves with the action; entry 1 is a static object at 0.25 in every real state
+    (Meta-World's wall slot is zero in every training task); entry 2 differs between episodes
+    but no step changes it (a button's axes it is not pressed along). Met at another value (the
+    novel tasks' wall), entry 1 says nothing the members learned: held, it enters them at its
+    real mean, and entries 1 and 2 keep their values; as they are, entry 1 sits 650 spreads
+    from its mean and moves the prediction of entry 0 (measured on Meta-World: the imagined
+    hand left its box within 3 steps)."""
+    rng = np.random.default_rng(0)
+    episodes = []
+    for _ in range(40):
+        actions = rng.uniform(-1, 1, (10, 1))
+        steps = np.c_[0.1 * actions[:, 0], np.zeros((10, 2))]
+        start = np.array([[rng.uniform(-1, 1), 0.25, rng.uniform(-1, 1)]])
+        episodes.append(_episode(np.cumsum(np.r_[start, steps], 0), actions))
+    spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
+    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
+    scorer = TransitionEnsemble.fit(
+        real, EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10)
+    )
+    assert scorer.barely_changes.tolist() == [False, True, True]
+    states = np.array([[0.2, 0.25, 0.4], [0.2, 0.9, 0.4]], np.float32)
+    actions = np.array([[0.5], [0.5]], np.float32)
+    held = scorer.next_states(states, actions)
+    as_they_are = scorer.next_states(states, actions, hold_unvaried=False)
+    assert held[1, 0] == held[0, 0] == as_they_are[0, 0]  # the model does not see entry 1
+    assert np.array_equal(held[:, 1:], states[:, 1:])  # entries 1 and 2 keep their values
+    assert abs(as_they_are[1, 0] - as_they_are[0, 0]) > 0.05  # as it is, entry 1 moves entry 0
+
+
 def test_a_stored_ensemble_is_read_back_instead_of_fitted_again(tmp_path, monkeypatch, caplog):
     """``fit_ensemble_on`` stores the seeded fit under the cache, keyed by the real file and
     the settings: the next call reads it back (the same next states and confidences, no fit),
