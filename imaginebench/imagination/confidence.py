@@ -48,8 +48,9 @@ from imaginebench.modules.grounding.sequences import ACTION_TARGET, STATE_TARGET
 LIKELIHOOD = "likelihood"
 ENSEMBLE = "ensemble"
 CONFIDENCE_SOURCES = (LIKELIHOOD, ENSEMBLE)
-#: the least per-entry spread an ensemble standardises with; an entry at it never varied in
-#: the real data (:meth:`TransitionEnsemble.next_states` holds such entries)
+#: the least per-entry spread an ensemble standardises with; an entry of the real data whose
+#: spread (or whose change's spread and mean) is at most this counts as never varying (never
+#: changing), and :meth:`TransitionEnsemble.next_states` holds it
 SPREAD_FLOOR = 1e-3
 
 
@@ -269,7 +270,7 @@ class TransitionEnsemble:
             barely_changes=entries_that_barely_change(state, next_state),
             context=context,
             context_mean=extra.mean(0) if context is not None else None,
-            context_std=extra.std(0).clamp_min(1e-3) if context is not None else None,
+            context_std=extra.std(0).clamp_min(SPREAD_FLOOR) if context is not None else None,
         )
         inputs = scorer._features(state, torch.as_tensor(np.asarray(real.actions))[index], extra)
         target = (next_state - state) / change_std
@@ -397,9 +398,8 @@ class TransitionEnsemble:
         inputs, instruction, action = self._features(
             state, torch.as_tensor(np.asarray(actions)), context
         )
-        unvaried = self.state_std <= SPREAD_FLOOR if hold_unvaried else None
-        if unvaried is not None:
-            inputs[:, : state.shape[1]][:, unvaried] = 0.0
+        if hold_unvaried:
+            inputs[:, : state.shape[1]][:, self.state_std <= SPREAD_FLOOR] = 0.0
         change = self.ensemble.means(inputs, instruction, action).mean(0) * self.change_std
         change[(state == 0) & self.zero_stays_zero] = 0.0
         if hold_unvaried:
