@@ -748,6 +748,29 @@ def test_residual_states_are_learned_in_units_of_a_transitions_change(real_path)
     torch.testing.assert_close(moved[0], before[0] + module.model.change_std)
 
 
+def test_an_entry_the_real_data_never_varies_enters_the_lm_at_its_mean(real_path):
+    """A state entry constant in the real data (Meta-World's wall slot, zero in every training
+    task) is standardised to 0 whatever its value: the LM learned nothing of it, and the wall
+    of a novel task would otherwise enter hundreds of spreads away (measured: the imagined
+    hand wandered off, 60-91 % of wall-task rollouts left the legal range)."""
+    dm = _datamodule(real_path)
+    module = _tiny(dm)
+    dm.setup()
+    before, after = transition_states(dm.dataset)
+    before[:, 3], after[:, 3] = 0.25, 0.25  # entry 3 never varies
+    module.model.fit_statistics(before, after)
+    state = before[:2].clone()
+    seen = module.model.normalize(state)
+    state[:, 3] = 0.9  # a value the real data never had
+    unseen = module.model.normalize(state)
+    torch.testing.assert_close(unseen, seen)
+    assert (unseen[:, 3] == 0).all()
+    varying = torch.tensor([0, 1, 2, 4])
+    torch.testing.assert_close(  # the other entries as before: (state - mean) / spread
+        unseen[:, varying], ((state - before.mean(0)) / before.std(0))[:, varying]
+    )
+
+
 def test_context_holds_the_latest_state_and_only_complete_actions(real_path):
     """At each position the heads' context is the latest state slot and the latest action
     whose last word has been read: an action being spelled never sees itself."""

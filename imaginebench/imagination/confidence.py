@@ -42,16 +42,12 @@ from imaginebench.data.dataset import Episode, RolloutDataset
 from imaginebench.data.schema import normalise_action_spec
 from imaginebench.envs.base import Task
 from imaginebench.modules.backbone import StateInstructionEncoder
-from imaginebench.modules.dynamics import DynamicsEnsemble, fit_ensemble
+from imaginebench.modules.dynamics import SPREAD_FLOOR, DynamicsEnsemble, fit_ensemble
 from imaginebench.modules.grounding.sequences import ACTION_TARGET, STATE_TARGET, to_device
 
 LIKELIHOOD = "likelihood"
 ENSEMBLE = "ensemble"
 CONFIDENCE_SOURCES = (LIKELIHOOD, ENSEMBLE)
-#: the least per-entry spread an ensemble standardises with; an entry of the real data whose
-#: spread (or whose change's spread and mean) is at most this counts as never varying (never
-#: changing), and :meth:`TransitionEnsemble.next_states` holds it
-SPREAD_FLOOR = 1e-3
 
 
 def likelihood_confidence(step_log_likelihoods: np.ndarray) -> np.ndarray:

@@ -21,6 +21,11 @@ from tqdm.auto import tqdm
 
 from imaginebench.modules.backbone import StateInstructionEncoder
 
+#: the least per-entry spread that states are standardised with; an entry of the real data whose
+#: spread is at most this never varied there, so a model of that data has learned nothing of
+#: what other values of it do (Meta-World's wall, which no training task has)
+SPREAD_FLOOR = 1e-3
+
 
 class DynamicsEnsemble(nn.Module):
     """Members ``(s, instruction, a) -> (mean, log-variance)`` of a ``target_dim`` target and a

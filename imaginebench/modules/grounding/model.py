@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from imaginebench.modules.dynamics import SPREAD_FLOOR
 from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.sequences import (
     ACTION,
@@ -176,11 +177,16 @@ class GroundedLM(nn.Module):
         spread, the change is a small target whose error barely registers in the loss, and the
         head learned to predict a quarter of it; in units of the change's spread it is ~2."""
         self.state_mean.copy_(states.mean(0))
-        self.state_std.copy_(states.std(0).clamp_min(1e-3))
-        self.change_std.copy_((next_states - states).std(0).clamp_min(1e-3))
+        self.state_std.copy_(states.std(0).clamp_min(SPREAD_FLOOR))
+        self.change_std.copy_((next_states - states).std(0).clamp_min(SPREAD_FLOOR))
 
     def normalize(self, state: Tensor) -> Tensor:
-        return (state - self.state_mean) / self.state_std
+        """Standardised states; an entry that never varied in the real data (spread at most
+        :data:`~imaginebench.modules.dynamics.SPREAD_FLOOR`) is given as its mean, 0, whatever
+        its value: the model learned nothing of it, and a value it never saw (Meta-World's
+        wall in the novel tasks) would otherwise enter hundreds of spreads away."""
+        standardised = (state - self.state_mean) / self.state_std
+        return standardised.masked_fill(self.state_std <= SPREAD_FLOOR, 0.0)
 
     def denormalize(self, state: Tensor) -> Tensor:
         return state * self.state_std + self.state_mean
