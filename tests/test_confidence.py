@@ -152,24 +152,34 @@ def _episode(states: np.ndarray, actions: np.ndarray) -> Episode:
     )
 
 
+def _toy_ensemble(rollout) -> TransitionEnsemble:
+    """A tiny ensemble fitted on 40 toy episodes of 10 steps, actions in [-1, 1];
+    ``rollout(i, actions, rng)`` gives episode ``i``'s first state and its changes of state."""
+    rng = np.random.default_rng(0)
+    episodes = []
+    for i in range(40):
+        actions = rng.uniform(-1, 1, (10, 1))
+        start, steps = rollout(i, actions, rng)
+        episodes.append(_episode(np.cumsum(np.r_[start[None], steps], 0), actions))
+    spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
+    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
+    return TransitionEnsemble.fit(
+        real, EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10)
+    )
+
+
 def test_entries_the_real_data_never_moves_from_zero_stay_zero_in_predicted_states():
     """Entry 0 moves with the action; entry 1 is an unused slot (zero, staying zero) in half
     the episodes and moves in the others; entry 2 starts at zero and leaves it. Only entry 1
     is kept at zero where it is zero: the members' mean change there is small but not zero,
     and on Meta-World such a slot would count as a filled entity (measured: every imagined
     candidate illegal before this rule)."""
-    rng = np.random.default_rng(0)
-    episodes = []
-    for i in range(40):
-        actions = rng.uniform(-1, 1, (10, 1))
+
+    def rollout(i, actions, rng):
         steps = np.c_[actions[:, 0], (i % 2) * 0.5 * actions[:, 0], np.full(10, 0.3)]
-        start = np.array([[rng.uniform(-1, 1), (i % 2) * rng.uniform(0.5, 1), 0.0]])
-        episodes.append(_episode(np.cumsum(np.r_[start, steps], 0), actions))
-    spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
-    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
-    scorer = TransitionEnsemble.fit(
-        real, EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10)
-    )
+        return np.array([rng.uniform(-1, 1), (i % 2) * rng.uniform(0.5, 1), 0.0]), steps
+
+    scorer = _toy_ensemble(rollout)
     assert scorer.zero_stays_zero.tolist() == [False, True, False]
     states = np.array([[0.2, 0.0, 0.0], [0.2, 0.7, 0.0]], np.float32)
     predicted = scorer.next_states(states, np.array([[0.5], [0.5]], np.float32))
@@ -185,18 +195,12 @@ def test_entries_the_real_data_never_varies_or_barely_changes_are_held_in_predic
     real mean, and entries 1 and 2 keep their values; as they are, entry 1 sits 650 spreads
     from its mean and moves the prediction of entry 0 (measured on Meta-World: the imagined
     hand left its box within 3 steps)."""
-    rng = np.random.default_rng(0)
-    episodes = []
-    for _ in range(40):
-        actions = rng.uniform(-1, 1, (10, 1))
+
+    def rollout(i, actions, rng):
         steps = np.c_[0.1 * actions[:, 0], np.zeros((10, 2))]
-        start = np.array([[rng.uniform(-1, 1), 0.25, rng.uniform(-1, 1)]])
-        episodes.append(_episode(np.cumsum(np.r_[start, steps], 0), actions))
-    spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
-    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
-    scorer = TransitionEnsemble.fit(
-        real, EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10)
-    )
+        return np.array([rng.uniform(-1, 1), 0.25, rng.uniform(-1, 1)]), steps
+
+    scorer = _toy_ensemble(rollout)
     assert scorer.barely_changes.tolist() == [False, True, True]
     states = np.array([[0.2, 0.25, 0.4], [0.2, 0.9, 0.4]], np.float32)
     actions = np.array([[0.5], [0.5]], np.float32)
