@@ -103,8 +103,9 @@ def smollm2_directory() -> Path:
     target = _cache_root() / "models" / "smollm2-135m-instruct"
     if _converted(target):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(target.parent / f".{target.name}.lock"):
+    with file_lock(  # makes the cache folder too
+        target.parent / f".{target.name}.lock"
+    ):
         if not _converted(target):  # else converted by another process while we waited
             _convert_smollm2(target)
     return target
