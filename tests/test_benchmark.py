@@ -216,6 +216,34 @@ def test_run_state_finished_resume_or_start(tmp_path):
     assert run_state(run, "h1") is RunState.RESUME  # a corrupt marker is no marker
 
 
+def test_a_run_finished_by_another_process_after_planning_is_skipped_not_started_over(tmp_path):
+    """Two benchmark processes on one folder: a run the second planned as unstarted, which
+    the first finished while the second waited, is skipped when the second reaches it (a
+    fresh start would empty the folder and lose the finished results); ``--force`` still
+    reruns it."""
+    from imaginebench.benchmark.execute import PlannedRun, run_planned
+
+    out = tmp_path / "out"
+    run = Run("bc", "real", None, 0)
+    directory = run.directory(out)
+    job = {"kind": "fit", "args": ["--no-such-option"]}  # fails at once if it is ever started
+    planned = PlannedRun(run, directory, "h1", RunState.START, job)
+    # after the planning, the other process runs it to the end
+    directory.mkdir(parents=True)
+    results = {"levels": {"train": {"success_rate": 0.5}}}
+    (directory / "results.json").write_text(json.dumps(results))
+    (directory / "done.json").write_text(json.dumps({"hash": "h1"}))
+    outcome = run_planned([planned], out, progress=False, log=lambda _: None)
+    assert outcome.skipped == [run.name] and not outcome.finished and not outcome.failed
+    assert json.loads((directory / "results.json").read_text()) == results
+    assert not (directory / "log.txt").exists()  # nothing was started
+
+    planned.forced = True  # finished when planned, rerun on request
+    outcome = run_planned([planned], out, progress=False, log=lambda _: None)
+    assert list(outcome.failed) == [run.name]  # started over: the folder emptied, the job run
+    assert not (directory / "results.json").exists()
+
+
 # -- end to end through the CLI ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_benchmark(tmp_path_factory) -> Path:

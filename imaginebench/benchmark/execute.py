@@ -40,14 +40,16 @@ STOP_GRACE_SECONDS = 30
 
 @dataclass
 class PlannedRun:
-    """A run of this invocation: its grid cell, folder, settings hash, state and the child's
-    job (``{"kind": "fit" | "reference", ...}``)."""
+    """A run of this invocation: its grid cell, folder, settings hash, state, the child's
+    job (``{"kind": "fit" | "reference", ...}``) and whether it was finished and is rerun on
+    request (``--force``)."""
 
     run: Run
     directory: Path
     hash: str
     state: RunState
     job: dict[str, Any]
+    forced: bool = False
 
 
 @dataclass
@@ -92,9 +94,10 @@ def plan_runs(spec: BenchmarkSpec, runs: list[Run], force: bool = False) -> list
             ]
             job = {"kind": "fit", "args": settings.args, "oracles": oracles}
         state = run_state(directory, settings_hash)
-        if force and state is RunState.FINISHED:
+        forced = force and state is RunState.FINISHED
+        if forced:
             state = RunState.START
-        planned.append(PlannedRun(run, directory, settings_hash, state, job))
+        planned.append(PlannedRun(run, directory, settings_hash, state, job, forced))
     return planned
 
 
@@ -171,6 +174,15 @@ def end_attempt(planned: PlannedRun, seconds: float, exit_code: int) -> bool:
     return True
 
 
+def finished_meanwhile(planned: PlannedRun) -> bool:
+    """Whether ``planned``, unfinished when planned, is finished now (another benchmark process
+    on the same folder ran it to the end meanwhile); checked under the run's lock, before a
+    fresh start would empty its folder."""
+    if planned.forced:
+        return False
+    return run_state(planned.directory, planned.hash) is RunState.FINISHED
+
+
 def default_threads() -> int:
     """The cores this process may use."""
     try:
@@ -195,7 +207,8 @@ def run_planned(
     An interrupted run with a checkpoint resumes from it (if the resumed attempt fails, the run
     starts over once); any other unfinished run starts over in an emptied folder. A run another
     benchmark process holds is left to it. SIGINT or SIGTERM stops every running child and
-    raises :class:`Interrupted`; rerunning the same command continues."""
+    raises :class:`Interrupted`; rerunning the same command continues. A run that another
+    process finished after it was planned here is skipped, unless it was forced."""
     from tqdm import tqdm
 
     if workers < 1:
@@ -227,6 +240,12 @@ def run_planned(
                 lock = RunLock(out, planned_run.run.name)
                 if not lock.acquire():
                     outcome.busy.append(planned_run.run.name)
+                    bar.update(1)
+                    continue
+                if finished_meanwhile(planned_run):
+                    lock.release()
+                    outcome.skipped.append(planned_run.run.name)
+                    log(f"{planned_run.run.name}: finished by another process meanwhile; skipped")
                     bar.update(1)
                     continue
                 process = start_attempt(planned_run, resume, per_run)
