@@ -197,6 +197,25 @@ def test_settings_hash_changes_with_a_setting_and_only_then(tmp_path):
         run_settings(_spec(overrides=["--trainer.max_stepz=7"]), run)
 
 
+
+def test_oracle_runs_hash_alike_in_any_cache_and_differ_with_the_oracle_s_settings(
+    tmp_path, monkeypatch
+):
+    """Oracle files are collected into the machine's cache: where that is is no setting (a
+    finished run's records must match on another machine), how they were collected is."""
+    from imaginebench.benchmark.settings import run_settings
+    from imaginebench.benchmark.spec import OracleData
+
+    run = Run("bc", "oracle", "easy", 0)
+    monkeypatch.setenv("IMAGINEBENCH_CACHE", str(tmp_path / "one"))
+    here = run_settings(_spec(variants=["oracle"]), run)
+    monkeypatch.setenv("IMAGINEBENCH_CACHE", str(tmp_path / "other"))
+    there = run_settings(_spec(variants=["oracle"]), run)
+    assert here.oracles[0][1] != there.oracles[0][1]  # collected elsewhere
+    assert here.hash == there.hash
+    more = _spec(variants=["oracle"], oracle=OracleData(episodes=2000))
+    assert run_settings(more, run).hash != here.hash
+
 def test_run_state_finished_resume_or_start(tmp_path):
     run = tmp_path / "run"
     assert run_state(run, "h1") is RunState.START  # never started

@@ -106,7 +106,18 @@ def run_settings(spec: BenchmarkSpec, run: Run) -> RunSettings:
     named = [f for f in data.get("imaginary") or [] if f not in collected]
     if data.get("real"):
         named.append(data["real"])
-    return RunSettings(args, config, config_hash(config, named), oracles)
+    return RunSettings(args, config, config_hash(portable_config(config, collected), named), oracles)
+
+
+def portable_config(config: dict[str, Any], collected: set[str]) -> dict[str, Any]:
+    """``config`` as hashed: the ``collected`` (oracle) files by file name, which holds their
+    collection settings, not by their path in this machine's cache, so that a finished run's
+    records still match on another machine or with another ``IMAGINEBENCH_CACHE``."""
+    data = config["data"]["init_args"]
+    if not data.get("imaginary"):
+        return config
+    names = [f"collected:{Path(f).name}" if f in collected else f for f in data["imaginary"]]
+    return {**config, "data": {**config["data"], "init_args": {**data, "imaginary": names}}}
 
 
 def check_placeable(config: dict[str, Any], path: Path) -> None:
