@@ -197,7 +197,6 @@ def test_settings_hash_changes_with_a_setting_and_only_then(tmp_path):
         run_settings(_spec(overrides=["--trainer.max_stepz=7"]), run)
 
 
-
 def test_oracle_runs_hash_alike_in_any_cache_and_differ_with_the_oracle_s_settings(
     tmp_path, monkeypatch
 ):
@@ -215,6 +214,7 @@ def test_oracle_runs_hash_alike_in_any_cache_and_differ_with_the_oracle_s_settin
     assert here.hash == there.hash
     more = _spec(variants=["oracle"], oracle=OracleData(episodes=2000))
     assert run_settings(more, run).hash != here.hash
+
 
 def test_run_state_finished_resume_or_start(tmp_path):
     run = tmp_path / "run"

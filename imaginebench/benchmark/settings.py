@@ -106,7 +106,8 @@ def run_settings(spec: BenchmarkSpec, run: Run) -> RunSettings:
     named = [f for f in data.get("imaginary") or [] if f not in collected]
     if data.get("real"):
         named.append(data["real"])
-    return RunSettings(args, config, config_hash(portable_config(config, collected), named), oracles)
+    settings_hash = config_hash(portable_config(config, collected), named)
+    return RunSettings(args, config, settings_hash, oracles)
 
 
 def portable_config(config: dict[str, Any], collected: set[str]) -> dict[str, Any]:
