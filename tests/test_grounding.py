@@ -714,6 +714,44 @@ def test_imagine_writes_the_likelihood_and_score_imaginary_refreshes_it(
     assert "imagining model's own" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("context", [0, 32])
+def test_hidden_generation_actions_are_not_read_and_decoding_hides_them_alike(real_path, context):
+    """With ``hide_generation_actions`` a generation sequence's action slots enter the LM as
+    one learned vector: the same states with other actions give the same hidden states (the
+    LM cannot copy its last action), while a dynamics sequence still shows its action; the
+    decoder feeds its own actions the same way (teacher forcing gives its rollouts' numbers)."""
+    from imaginebench.modules.grounding.sequences import HIDDEN_ACTION
+
+    dm = _datamodule(real_path)
+    module = _tiny(dm, hide_generation_actions=True, context_hidden=context)
+    _trainer(5).fit(module, dm)
+    module.eval()
+    if context:
+        torch.nn.init.normal_(module.model.context[-1].weight, std=0.5)
+    episode = load_dataset(real_path).episode(0)
+    states, actions = episode.states[:4], episode.actions[:3]
+    other = (actions + 5) % int(dm.action_spec["n"])
+    builder, model = module.builder, module.model
+    items = [builder.generation(episode.instruction, states, a) for a in (actions, other)]
+    assert HIDDEN_ACTION in items[0].kind and ACTION not in items[0].kind
+    assert ACTION in builder.dynamics(states[0], actions[0], states[1]).kind
+
+    def hidden_states(item):
+        batch = builder.collate([item])
+        with torch.no_grad():
+            hidden, _ = model.hidden(
+                model.embed(batch), batch["attention_mask"], batch["position_ids"]
+            )
+        return hidden
+
+    torch.testing.assert_close(hidden_states(items[0]), hidden_states(items[1]))
+    shown = [builder.dynamics(states[0], a[0], states[1]) for a in (actions, other)]
+    assert not torch.allclose(hidden_states(shown[0]), hidden_states(shown[1]))
+    specs = get_domain("clevr").make_suite().episodes("hard", 4, seed=0, split="data")
+    decoding = DecodingConfig(strategy="sample", batch_size=4)
+    _assert_teacher_forcing_agrees(module, Imaginer(module, decoding, seed=1).imagine(specs, 5))
+
+
 def _assert_teacher_forcing_agrees(module, rollouts):
     """Each rollout's recorded log-likelihood is the model's action cross-entropy times its
     length under teacher forcing, and its states are the teacher-forced state predictions."""

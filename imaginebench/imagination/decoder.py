@@ -336,7 +336,8 @@ class Imaginer:
         action, hidden = None, seq.last
         log_likelihood = torch.zeros(len(state), device=hidden.device)
         choices: list[Tensor] = []
-        paired_previous = None if previous is None else self._paired(previous)
+        hidden_actions = self.model.hidden_action is not None
+        paired_previous = None if previous is None or hidden_actions else self._paired(previous)
         for word in range(self.model.words_per_action):
             heads = self.model.with_context(hidden, self._paired(state), paired_previous)
             prediction = self._guide(self.model.action_logits(heads, word))
@@ -355,7 +356,7 @@ class Imaginer:
                 action = part if action is None else action + part
             else:
                 action = choice
-            hidden = seq.feed(self._paired(self.model.embed_actions(action, word)))
+            hidden = seq.feed(self._paired(self.model.action_input(action, word)))
         return action, hidden, log_likelihood, choices
 
     def _paired(self, rows: Tensor) -> Tensor:
@@ -396,7 +397,8 @@ class Imaginer:
         action's word choices (see :meth:`_act`) and the step's dynamics context
         (``context_of(actions)``; ``None`` without one)."""
         action, hidden, log_likelihood, choices = self._act(seq, current, previous, redo, kept)
-        heads = self.model.with_context(self._instructed(hidden), current, action)
+        shown = None if self.model.hidden_action is not None else action
+        heads = self.model.with_context(self._instructed(hidden), current, shown)
         context = context_of(action.cpu().numpy()) if context_of is not None else None
         if self.dynamics is None:
             next_state = self.model.next_state(heads, current)

@@ -130,6 +130,11 @@ def imagine_level(
         raise ValueError(f"state_model must be 'lm' or 'ensemble', got {state_model!r}")
     module = GroundingModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     module.merge_lora()  # inference only: one matmul per projection instead of three
+    if module.model.hidden_action is not None and state_model == "lm":
+        raise ValueError(
+            f"{checkpoint} was trained with hide_generation_actions: its state head never sees "
+            "the action it follows, so it cannot advance the state; use --state_model ensemble"
+        )
     env = make(domain, level).unwrapped
     limit = int(env.max_episode_steps)
     needs_horizon = horizon is None and filters.horizon_quantile is not None

@@ -35,6 +35,7 @@ from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.sequences import (
     ACTION,
     ACTION_TARGET,
+    HIDDEN_ACTION,
     STATE,
     STATE_TARGET,
     TOKEN_TARGET,
@@ -77,6 +78,10 @@ class GroundedLM(nn.Module):
             head (``None``: regression).
         action_words: discrete actions spelled in the LM's words (``None``: an action
             embedding and a linear head over action indices).
+        context_hidden: width of the context MLP (0: none).
+        hidden_actions: generation sequences' action slots (``HIDDEN_ACTION``) enter as one
+            learned vector instead of their values, so the LM cannot copy its previous action
+            (see :meth:`action_input`).
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class GroundedLM(nn.Module):
         state_classes: int | None = None,
         action_words: ActionWords | None = None,
         context_hidden: int = 0,
+        hidden_actions: bool = False,
     ) -> None:
         super().__init__()
         if context_hidden < 0:
@@ -143,6 +149,9 @@ class GroundedLM(nn.Module):
         for layer in (last_state_layer, self.action_in):
             if hasattr(layer, "weight"):
                 nn.init.normal_(layer.weight, std=token_rms)
+        self.hidden_action = (
+            nn.Parameter(torch.randn(hidden) * token_rms) if hidden_actions else None
+        )
         self.action_features = (
             int(action_spec["n"])
             if self.discrete
@@ -201,13 +210,25 @@ class GroundedLM(nn.Module):
             return self.action_words.embed(table, action, word)
         return self.action_in(action if self.discrete else action.float())
 
+    def action_input(self, action: Tensor, word: Tensor | int = 0) -> Tensor:
+        """What a generated action slot feeds the LM: its embedding, or with
+        ``hidden_actions`` the learned hidden-action vector (its value is not shown)."""
+        if self.hidden_action is None:
+            return self.embed_actions(action, word)
+        return self.hidden_action.float().expand(len(action), -1)
+
     def embed(self, batch: dict[str, Tensor]) -> Tensor:
         """Input embeddings: token embeddings with slot rows replaced by the numbers'."""
         tokens = self.lm.get_input_embeddings()(batch["input_ids"]).float()
         kind = batch["kind"].unsqueeze(-1)
         states = self.embed_states(batch["state"])
         actions = self.embed_actions(batch["action"], batch["word"])
-        return torch.where(kind == STATE, states, torch.where(kind == ACTION, actions, tokens))
+        out = torch.where(kind == STATE, states, torch.where(kind == ACTION, actions, tokens))
+        if self.hidden_action is not None:
+            out = torch.where(kind == HIDDEN_ACTION, self.hidden_action.float(), out)
+        elif bool((kind == HIDDEN_ACTION).any()):
+            raise ValueError("hidden action slots need a model built with hidden_actions=True")
+        return out
 
     def with_context(
         self,

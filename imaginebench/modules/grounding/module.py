@@ -111,6 +111,12 @@ class GroundingModule(L.LightningModule):
             hidden state alone, as in KALM); see :mod:`~imaginebench.modules.grounding.model`.
         pack_sequences: lay a batch's sequences end to end in one row instead of padding them
             to the longest (same losses up to float rounding; the LM computes no padding).
+        hide_generation_actions: in generation sequences (training and imagination) the LM
+            is not shown the actions it wrote, only where they were: trained with them shown,
+            an action head can learn to copy the previous action (the expert's actions change
+            slowly) instead of reading the state, and closed loop it then repeats its own.
+            The state head after a hidden action cannot know it, so imagination needs the
+            dynamics ensemble as its state model.
     """
 
     def __init__(
@@ -136,6 +142,7 @@ class GroundingModule(L.LightningModule):
         lm_layers: int | None = None,
         context_hidden: int = 0,
         pack_sequences: bool = False,
+        hide_generation_actions: bool = False,
     ) -> None:
         super().__init__()
         lora = as_config(lora, LoraSettings, "lora")
@@ -185,11 +192,17 @@ class GroundingModule(L.LightningModule):
             state_classes,
             words,
             context_hidden,
+            hide_generation_actions,
         )
         self.model.train()  # from_pretrained returns the LM in eval mode (LoRA dropout off)
         shape = () if discrete else tuple(self.action_spec["shape"])
         self.builder = SequenceBuilder(
-            self.tokenizer, self.state_dim, shape, window, self.model.words_per_action
+            self.tokenizer,
+            self.state_dim,
+            shape,
+            window,
+            self.model.words_per_action,
+            hide_generation_actions,
         )
         self.pack_sequences = pack_sequences
         self.dataset = None  # the data module's real dataset, set in setup
@@ -225,9 +238,7 @@ class GroundingModule(L.LightningModule):
             ep = self.dataset.episode(episode)
             instruction = NO_INSTRUCTION if no_words else ep.instruction
             items.append(
-                build_item(
-                    self.builder, TASK_KINDS[kind], instruction, ep.states, ep.actions, step
-                )
+                build_item(self.builder, TASK_KINDS[kind], instruction, ep.states, ep.actions, step)
             )
         return to_device(self.builder.collate(items, pack=self.pack_sequences), self.device)
 

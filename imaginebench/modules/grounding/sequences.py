@@ -42,8 +42,9 @@ TASK_KINDS: tuple[TaskKind, ...] = ("generation", "dynamics", "explanation", "fi
 #: reference that instruction guidance contrasts with while imagining)
 NO_INSTRUCTION = ""
 
-# position kinds
-TEXT, STATE, ACTION, PAD = 0, 1, 2, 3
+# position kinds (HIDDEN_ACTION: an action slot of a generation sequence whose value the LM is
+# not shown, ``hide_generation_actions``; it is still the slot's target)
+TEXT, STATE, ACTION, PAD, HIDDEN_ACTION = 0, 1, 2, 3, 4
 # supervision targets
 NONE, STATE_TARGET, ACTION_TARGET, TOKEN_TARGET = 0, 1, 2, 3
 
@@ -89,6 +90,9 @@ class SequenceBuilder:
         window: transitions per generation/explanation sequence (``None``: whole rollouts).
         words_per_action: positions per action (an action spelled as that many words, see
             :mod:`~imaginebench.modules.grounding.action_words`; 1: one action slot).
+        hide_generation_actions: generation sequences mark their action slots
+            ``HIDDEN_ACTION``: the LM learns to write each action without reading the earlier
+            ones (other tasks still show them).
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class SequenceBuilder:
         action_shape: tuple[int, ...],
         window: int | None = None,
         words_per_action: int = 1,
+        hide_generation_actions: bool = False,
     ) -> None:
         if window is not None and window < 1:
             raise ValueError(f"window must be >= 1 transitions or None, got {window}")
@@ -105,6 +110,7 @@ class SequenceBuilder:
             raise ValueError(f"words_per_action must be >= 1, got {words_per_action}")
         self.window = window
         self.words_per_action = words_per_action
+        self.hide_generation_actions = hide_generation_actions
         self.tokenizer = tokenizer
         self.state_dim = state_dim
         self.action_shape = tuple(action_shape)
@@ -156,21 +162,24 @@ class SequenceBuilder:
         target = STATE_TARGET if supervised else NONE
         self._slot(item, STATE, target, state, None, base, 0)
 
-    def _action(self, item: Item, action: Any, supervised: bool) -> None:
+    def _action(self, item: Item, action: Any, supervised: bool, kind: int = ACTION) -> None:
         target = ACTION_TARGET if supervised else NONE
         for word in range(self.words_per_action):
-            self._slot(item, ACTION, target, None, action, None, word)
+            self._slot(item, kind, target, None, action, None, word)
 
     def _trajectory(
         self, item: Item, states: np.ndarray, actions: np.ndarray, supervised: bool
     ) -> None:
+        """``s0 a0 s1 ...``; a supervised (generation) trajectory's action slots are
+        ``HIDDEN_ACTION`` under ``hide_generation_actions``."""
+        kind = HIDDEN_ACTION if supervised and self.hide_generation_actions else ACTION
         # The first state is never a target: initial states are drawn independently of the
         # instruction, so predicting one from text is pure noise (and imagination starts from a
         # real one). KALM regressed it anyway; its large, unlearnable error swamps the
         # state head's gradient from the transitions.
         self._state(item, states[0], False)
         for t in range(len(actions)):
-            self._action(item, actions[t], supervised)
+            self._action(item, actions[t], supervised, kind)
             self._state(item, states[t + 1], supervised, base=states[t])
 
     # -- tasks --------------------------------------------------------------------------------
