@@ -715,16 +715,26 @@ def test_imagine_writes_the_likelihood_and_score_imaginary_refreshes_it(
 
 
 @pytest.mark.parametrize("context", [0, 32])
-def test_hidden_generation_actions_are_not_read_and_decoding_hides_them_alike(real_path, context):
+def test_hidden_generation_actions_are_not_read_and_decoding_hides_them_alike(
+    real_path, tmp_path, context
+):
     """With ``hide_generation_actions`` a generation sequence's action slots enter the LM as
     one learned vector: the same states with other actions give the same hidden states (the
     LM cannot copy its last action), while a dynamics sequence still shows its action; the
-    decoder feeds its own actions the same way (teacher forcing gives its rollouts' numbers)."""
+    decoder feeds its own actions the same way (teacher forcing gives its rollouts' numbers).
+    The vector is trained and checkpointed; imagination refuses the LM's state head with it."""
+    from imaginebench.imagination.run import imagine_level
     from imaginebench.modules.grounding.sequences import HIDDEN_ACTION
 
     dm = _datamodule(real_path)
     module = _tiny(dm, hide_generation_actions=True, context_hidden=context)
-    _trainer(5).fit(module, dm)
+    initial = module.model.hidden_action.detach().clone()
+    ckpt = _fitted_checkpoint(tmp_path, dm, module, steps=5)
+    assert not torch.equal(module.model.hidden_action.detach(), initial)
+    loaded = GroundingModule.load_from_checkpoint(ckpt, map_location="cpu", weights_only=True)
+    torch.testing.assert_close(loaded.model.hidden_action, module.model.hidden_action)
+    with pytest.raises(ValueError, match="hide_generation_actions"):
+        imagine_level("easy", str(ckpt), str(tmp_path / "x.h5"), rollouts=2, progress=False)
     module.eval()
     if context:
         torch.nn.init.normal_(module.model.context[-1].weight, std=0.5)
