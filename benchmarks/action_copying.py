@@ -32,11 +32,10 @@ from imaginebench.imagination.decoder import Imaginer
 
 def replaying(states: np.ndarray):
     """A state model that returns the real episode's next state, whatever the action."""
-    step = {"t": 0}
+    upcoming = iter(states[1:].astype(np.float32))
 
     def next_states(current: np.ndarray, actions: np.ndarray, *context: object) -> np.ndarray:
-        step["t"] += 1
-        return states[step["t"]][None].astype(np.float32)
+        return next(upcoming)[None]
 
     return next_states
 
@@ -57,8 +56,8 @@ def measure(checkpoint: str, real: str, episodes: int, seed: int) -> dict[str, f
         steps = min(window, len(ep.actions))
         states, expert = ep.states[: steps + 1], ep.actions[:steps]
         forced = teacher_forced_actions(module, ep.instruction, states, expert)
-        imaginer = Imaginer(module, {"strategy": "greedy", "batch_size": 1}, seed)
-        imaginer.dynamics = replaying(states)
+        decoding = {"strategy": "greedy", "batch_size": 1}
+        imaginer = Imaginer(module, decoding, seed, dynamics=replaying(states))
         spec = EpisodeSpec(Task.from_spec(ep.task_spec), ep.instruction, states[0], ep.level)
         (rollout,) = imaginer.imagine([spec], steps)
         n = len(rollout.actions)  # shorter if the real states reach success earlier

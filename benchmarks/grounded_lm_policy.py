@@ -57,11 +57,11 @@ def run(
         observation, _ = env.reset(options={"episode": spec})
         if not np.allclose(observation, spec.initial_state, atol=1e-5):
             raise RuntimeError("the simulator did not start from the episode's initial state")
-        imaginer = Imaginer(module, {"strategy": "greedy", "batch_size": 1}, seed)
-        imaginer.dynamics = simulator_step(env)
+        decoding = {"strategy": "greedy", "batch_size": 1}
+        imaginer = Imaginer(module, decoding, seed, dynamics=simulator_step(env))
         (rollout,) = imaginer.imagine([spec], horizon)
         progress = spec.task.progress(rollout.states)
-        per_task[spec.task.name if hasattr(spec.task, "name") else spec.task.family].append(
+        per_task[getattr(spec.task, "name", spec.task.family)].append(
             {
                 "success": float(rollout.success),
                 "steps": float(len(rollout.actions)),

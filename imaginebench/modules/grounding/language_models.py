@@ -103,9 +103,7 @@ def smollm2_directory() -> Path:
     target = _cache_root() / "models" / "smollm2-135m-instruct"
     if _converted(target):
         return target
-    with file_lock(  # makes the cache folder too
-        target.parent / f".{target.name}.lock"
-    ):
+    with file_lock(target.parent / f".{target.name}.lock"):  # makes the cache folder too
         if not _converted(target):  # else converted by another process while we waited
             _convert_smollm2(target)
     return target
