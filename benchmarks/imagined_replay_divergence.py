@@ -3,8 +3,8 @@
 For every ``--every``-th episode of an imagined file: reset the simulator to the episode's task
 and first state, execute its actions, and print the distance between the imagined and the
 simulated hand (the state's first three entries) after 5 steps and at the end, and how far the
-first entity slot moved in each (Meta-World: the task's object). Then, for one episode, the
-first 8 steps' hand moves side by side. Behind docs/metaworld.md's imagination paragraph.
+first entity slot moved in each (Meta-World: the task's object, entries 7-9). Then, for one
+episode, the first 8 steps' hand moves side by side. Behind docs/metaworld.md's imagination paragraph.
 
     python benchmarks/imagined_replay_divergence.py --file metaworld_imaginary_rephrase.h5 --domain metaworld
 """
@@ -18,6 +18,10 @@ import numpy as np
 from imaginebench.data.format import load_dataset
 from imaginebench.envs import make
 from imaginebench.envs.base import EpisodeSpec, Task
+
+#: the first entity slot's position (Meta-World's ``target_object``, after the gripper's 4 and
+#: the goal's 3 entries)
+OBJECT = slice(7, 10)
 
 
 def replay(env, episode) -> np.ndarray:
@@ -48,13 +52,13 @@ def main() -> None:
         ep = data.episode(i)
         sim = replay(env, ep)
         hand = np.linalg.norm(sim[:, :3] - ep.states[:, :3], axis=1) * 100
-        moved = [np.linalg.norm(x[-1, 4:7] - x[0, 4:7]) * 100 for x in (ep.states, sim)]
+        moved = [np.linalg.norm(x[-1, OBJECT] - x[0, OBJECT]) * 100 for x in (ep.states, sim)]
         print(
             f"{i:4d} {Task.from_spec(ep.task_spec).spec()[:50]:50s} T={len(ep):3d} hand apart "
             f"{hand[min(5, len(ep))]:.1f} cm after 5 steps, {hand[-1]:.1f} cm at the end; "
             f"object moved {moved[0]:.1f} cm imagined, {moved[1]:.1f} cm simulated"
         )
-    ep = data.episode(args.show)
+    ep = data.episode(min(args.show, len(data) - 1))
     sim = replay(env, ep)
     for t in range(min(8, len(ep))):
         print(
