@@ -4,9 +4,10 @@ For every ``--every``-th episode of an imagined file: reset the simulator to the
 and first state, execute its actions, and print the distance between the imagined and the
 simulated hand (the state's first three entries) after 5 steps and at the end, and how far the
 first entity slot moved in each (Meta-World: the task's object, entries 7-9). Then, for one
-episode, the first 8 steps' hand moves side by side. Behind docs/metaworld.md's imagination paragraph.
+episode, the first 8 steps' hand moves side by side. Behind docs/metaworld.md's imagination
+paragraphs.
 
-    python benchmarks/imagined_replay_divergence.py --file metaworld_imaginary_rephrase.h5 --domain metaworld
+    python benchmarks/imagined_replay_divergence.py --file imaginary_rephrase.h5 --domain metaworld
 """
 
 from __future__ import annotations
