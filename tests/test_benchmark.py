@@ -49,6 +49,24 @@ def test_imaginary_all_is_one_run_per_seed_on_every_level_s_imaginary_file():
     assert Run("cql", "imaginary_all", None, 0).name == "cql/imaginary_all/seed0"
 
 
+def test_imaginary_levels_limit_the_imaginary_runs_and_leave_the_oracle_ones():
+    """A level whose imagination kept nothing ships no file: its imaginary runs are left out,
+    its oracle runs stay, and ``imaginary_all`` reads only the files that exist."""
+    spec = _spec(variants=["imaginary", "oracle"], imaginary_levels=["rephrase", "easy"])
+    runs = [r for r in expand_grid(spec) if not r.is_reference]
+    assert {r.level for r in runs if r.variant == "imaginary"} == {"rephrase", "easy"}
+    assert {r.level for r in runs if r.variant == "oracle"} == {"rephrase", "easy", "hard"}
+    assert spec.variant_levels("imaginary_all") == ["rephrase", "easy"]
+    # --levels still narrows both, in the order of levels
+    narrowed = _spec(levels=["easy", "hard"], imaginary_levels=["hard", "rephrase"])
+    assert narrowed.variant_levels("imaginary") == ["hard"]
+    assert narrowed.variant_levels("oracle") == ["easy", "hard"]
+    with pytest.raises(ValueError, match="imaginary_levels"):
+        _spec(imaginary_levels=["medium"])
+    with pytest.raises(ValueError, match="imaginary_levels must be a list"):
+        _spec(imaginary_levels="easy")
+
+
 @pytest.mark.slow  # resolves a training config in-process
 def test_imaginary_all_trains_on_the_imaginary_files_of_all_levels():
     from imaginebench.benchmark.settings import fit_arguments

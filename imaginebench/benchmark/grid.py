@@ -49,7 +49,7 @@ def expand_grid(spec: BenchmarkSpec) -> list[Run]:
     runs = [Run("reference", policy, None, 0) for policy in spec.references]
     for algorithm in spec.algorithms:
         for variant in spec.variants:
-            levels = spec.levels if variant in PER_LEVEL_VARIANTS else [None]
+            levels = spec.variant_levels(variant) if variant in PER_LEVEL_VARIANTS else [None]
             for level in levels:
                 runs.extend(Run(algorithm, variant, level, seed) for seed in spec.seeds)
     return runs

@@ -83,7 +83,7 @@ def fit_arguments(spec: BenchmarkSpec, run: Run) -> tuple[list[str], tuple[tuple
     if run.variant == "imaginary":
         second = [spec.imaginary_file(run.level)]
     elif run.variant == "imaginary_all":
-        second = [spec.imaginary_file(level) for level in spec.levels]
+        second = [spec.imaginary_file(level) for level in spec.variant_levels(run.variant)]
     else:  # real (no second stream) or oracle data
         second = [str(path) for _, path in oracles]
     args.append(f"--data.init_args.imaginary={json.dumps(second)}")
