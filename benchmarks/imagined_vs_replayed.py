@@ -29,14 +29,14 @@ def per_task(path: str, domain: str) -> dict[str, dict[str, int]]:
     rows: dict[str, dict[str, int]] = defaultdict(
         lambda: {"rollouts": 0, "imagined": 0, "replayed": 0, "both": 0}
     )
-    for episode, works in zip(episodes, np.asarray(replayed, dtype=bool)):
+    for episode, works in zip(episodes, np.asarray(replayed, dtype=bool).tolist()):
         task = Task.from_spec(episode.task_spec)
         row = rows[getattr(task, "name", task.family)]
         imagined = bool(episode.success)
         row["rollouts"] += 1
         row["imagined"] += imagined
-        row["replayed"] += bool(works)
-        row["both"] += imagined and bool(works)
+        row["replayed"] += works
+        row["both"] += imagined and works
     return dict(sorted(rows.items()))
 
 
@@ -55,10 +55,10 @@ def main() -> None:
                 f"| {task} | {row['rollouts']} | {row['imagined']} | {row['replayed']} | "
                 f"{row['both']} |"
             )
-        total = {k: sum(r[k] for r in rows.values()) for k in ("rollouts", "imagined", "replayed")}
+        total = {k: sum(r[k] for r in rows.values()) for k in next(iter(rows.values()))}
         print(
             f"| all | {total['rollouts']} | {total['imagined']} | {total['replayed']} | "
-            f"{sum(r['both'] for r in rows.values())} |"
+            f"{total['both']} |"
         )
 
 

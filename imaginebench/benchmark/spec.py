@@ -56,9 +56,9 @@ class BenchmarkSpec:
             imaginary files of all ``levels`` together as second stream), ``oracle_all`` (one
             run with the oracle rollouts of all ``levels`` together).
         levels: the levels of the per-level variants and of ``imaginary_all``/``oracle_all``.
-        imaginary_levels: the levels that have imaginary data, if not all of ``levels`` (a
-            level whose imagination kept no rollout ships no file): the imaginary variants use
-            the ``levels`` among them; ``None``: every level has.
+        imaginary_levels: the levels that have imaginary data (a level whose imagination kept
+            no rollout ships no file): the imaginary variants use the ``levels`` among them;
+            default: every level.
         imaginary: the imaginary file of a level, ``{domain}`` and ``{level}`` filled in.
         oracle: collection settings of the oracle data (:class:`OracleData` fields).
         ratio: share of every batch drawn from the second stream, or ``"pool"`` (both streams
@@ -78,7 +78,7 @@ class BenchmarkSpec:
     seeds: list[int]
     variants: list[str] = field(default_factory=lambda: ["real", "imaginary", "oracle"])
     levels: list[str] = field(default_factory=lambda: list(NOVEL_LEVELS))
-    imaginary_levels: list[str] | None = None
+    imaginary_levels: list[str] = field(default_factory=lambda: list(NOVEL_LEVELS))
     imaginary: str = SHIPPED_IMAGINARY
     oracle: OracleData = field(default_factory=OracleData)
     ratio: float | Literal["pool"] | None = None
@@ -98,20 +98,13 @@ class BenchmarkSpec:
                 raise ValueError(f"{name} must be a list of {kind.__name__}, got {values!r}")
         _check_choices("variants", self.variants, VARIANTS)
         _check_choices("levels", self.levels, NOVEL_LEVELS)
-        if self.imaginary_levels is not None:
-            if not isinstance(self.imaginary_levels, list) or not all(
-                _is(v, str) for v in self.imaginary_levels
-            ):
-                raise ValueError(
-                    f"imaginary_levels must be a list of str, got {self.imaginary_levels!r}"
-                )
-            _check_choices("imaginary_levels", self.imaginary_levels, NOVEL_LEVELS)
+        _check_choices("imaginary_levels", self.imaginary_levels, NOVEL_LEVELS)
         _check_choices("references", self.references, REFERENCES)
         if not self.algorithms:
             raise ValueError("algorithms: give at least one")
         if not self.seeds:
             raise ValueError("seeds: give at least one")
-        for name in ("algorithms", "seeds", "variants", "levels", "references"):
+        for name in ("algorithms", "seeds", "variants", "levels", "imaginary_levels", "references"):
             values = getattr(self, name)
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: {values} repeats an entry")
@@ -134,7 +127,7 @@ class BenchmarkSpec:
     def variant_levels(self, variant: str) -> list[str]:
         """The levels whose second stream ``variant`` adds: ``levels``, for the imaginary
         variants only those with imaginary data (``imaginary_levels``)."""
-        if variant.startswith("imaginary") and self.imaginary_levels is not None:
+        if variant.startswith("imaginary"):
             return [level for level in self.levels if level in self.imaginary_levels]
         return list(self.levels)
 
@@ -156,6 +149,7 @@ LIST_FIELDS = {
     "seeds": int,
     "variants": str,
     "levels": str,
+    "imaginary_levels": str,
     "overrides": str,
     "references": str,
 }
