@@ -48,6 +48,7 @@ def test_the_expert_is_scored_on_the_evaluation_set():
 def test_episodes_in_groups_of_environments_score_as_side_by_side():
     """``max_envs`` runs the episodes in consecutive groups on fewer simulators (LIBERO's are
     large): the same episodes, the same outcomes, and a fresh expert for every episode."""
+
     class StateHash:  # a deterministic policy: its action depends on the state alone
         def act(self, states, instructions):
             return (np.abs(states).sum(1) * 1000).astype(int) % 40
@@ -66,6 +67,32 @@ def test_episodes_in_groups_of_environments_score_as_side_by_side():
     assert result.success == 1.0 and len(made) == 6
     with pytest.raises(ValueError, match="max_envs must be >= 1"):
         evaluate_level(StateHash(), "clevr", "hard", 2, 0, max_envs=0)
+
+
+def test_the_final_scores_extra_environments_are_closed_after_their_level():
+    """A final score with more episodes than the training-time evaluation closes the extra
+    environments after each level (Meta-World would otherwise hold 100 simulators per level
+    for all four levels) and scores exactly as before."""
+    from types import SimpleNamespace
+
+    class StateHash:
+        def act(self, states, instructions):
+            return (np.abs(states).sum(1) * 1000).astype(int) % 40
+
+    closed = []
+    callback = SuccessRateEvaluation(episodes_per_level=3, levels=["hard", "easy"])
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(domain="clevr"))
+    for level in callback.levels:
+        envs = callback._envs.setdefault(level, [])
+        for _ in range(12):
+            env = make("clevr", level).unwrapped
+            env.close = lambda env=env: closed.append(env)
+            envs.append(env)
+    first = callback.run(trainer, StateHash(), 12)
+    assert len(closed) == 2 * 9 and {len(e) for e in callback._envs.values()} == {3}
+    assert not any(env in closed for envs in callback._envs.values() for env in envs)
+    assert callback.run(trainer, StateHash(), 12) == first  # rebuilt, the same episodes
+    assert [r.episodes for r in first] == [12, 12] and 0 < first[0].successes < 12
 
 
 def _hparams_records(log_dir: Path) -> tuple[set[str], dict[str, object]]:

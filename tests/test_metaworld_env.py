@@ -222,6 +222,20 @@ def test_simulators_of_one_task_run_independent_copies_of_the_compiled_model(nam
     np.testing.assert_array_equal(compiled.body("door").pos, compiled_door)
 
 
+def test_a_scene_reused_after_another_episode_replays_like_a_fresh_one():
+    # the evaluation closes its extra simulators after each level and builds new ones next
+    # time: that changes no score only if a reset leaves nothing of the previous episode
+    used, rng = Scene("window-open"), np.random.default_rng(4)
+    params, other = used.sample_rand_vec(rng), used.sample_rand_vec(rng)
+    used.reset(other)
+    for action in random_actions(30, seed=1):
+        used.step(action)
+    actions = random_actions(20, seed=2)
+    replay = [used.reset(params)] + [used.step(a) for a in actions]
+    fresh = Scene("window-open")
+    np.testing.assert_array_equal(replay, [fresh.reset(params)] + [fresh.step(a) for a in actions])
+
+
 def test_distractor_option(suite):
     env = make("metaworld", "train", distractor=True).unwrapped
     obs, _ = env.reset(seed=4)

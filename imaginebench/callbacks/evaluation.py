@@ -132,9 +132,7 @@ def evaluate_level(
     lengths = np.zeros(episodes, dtype=int)
     for first in range(0, episodes, group):
         chunk = slice(first, min(first + group, episodes))
-        _run_episodes(
-            policy, envs, plans[chunk], success[chunk], returns[chunk], lengths[chunk]
-        )
+        _run_episodes(policy, envs, plans[chunk], success[chunk], returns[chunk], lengths[chunk])
     k = int(success.sum())
     return LevelResult(
         level,
@@ -166,9 +164,7 @@ def _run_episodes(
 ) -> None:
     """Run ``plans`` side by side in the first ``len(plans)`` of ``envs``, writing each
     episode's outcome into ``success``, ``returns`` and ``lengths`` (views, in plan order)."""
-    states = np.stack(
-        [env.reset(options={"episode": plan})[0] for env, plan in zip(envs, plans)]
-    )
+    states = np.stack([env.reset(options={"episode": plan})[0] for env, plan in zip(envs, plans)])
     if isinstance(policy, ExpertPolicy):
         policy.start(envs[: len(plans)])
     active = np.ones(len(plans), dtype=bool)
@@ -319,7 +315,18 @@ class SuccessRateEvaluation(L.Callback):
                 # the environments of the last group hold its episodes
                 last = (episodes - 1) % group_size(episodes, self.max_envs) + 1
                 self._log_videos(trainer, domain, f"{video_prefix}/{level}", envs[:last])
+            self._release_extra_envs(envs)
         return results
+
+    def _release_extra_envs(self, envs: list) -> None:
+        """Close and drop the environments beyond what a training-time evaluation uses: the
+        final score's extra ones would otherwise stay alive for every level at once (Meta-World:
+        tens of MB per simulator, 400 of them after a 100-episode test). Episodes do not depend
+        on which environment object runs them, so this changes no score."""
+        keep = group_size(self.episodes_per_level, self.max_envs)
+        for env in envs[keep:]:
+            env.close()
+        del envs[keep:]
 
     def _log_videos(self, trainer: L.Trainer, domain: str, prefix: str, envs: list) -> None:
         """Render the episodes the first ``video_episodes_per_level`` of ``envs`` just ran (their
