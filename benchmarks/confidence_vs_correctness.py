@@ -4,8 +4,9 @@ For every transition the domain's judge says whether it is physically right (the
 replays the step from the imagined state: judging only); the transitions are split into
 quartiles of each confidence source (``ensemble``, ``likelihood``) and the correct fraction of
 each quartile printed. Then, per threshold, what ``imaginebench refilter --min-confidence``
-would keep (rollouts whose every stored ``ensemble`` confidence reaches it) and how correct its
-transitions are:
+would keep (rollouts whose every stored ``ensemble`` confidence reaches it), how correct its
+transitions are and how many of its rollouts replay to success (their actions executed in the
+simulator from their first state, as the quality report's replayed success):
 
     python benchmarks/confidence_vs_correctness.py FILE [FILE ...] [--thresholds 0.6 0.68 0.7]
 """
@@ -18,19 +19,23 @@ import numpy as np
 
 from imaginebench.data.format import load_dataset
 from imaginebench.envs import get_domain
+from imaginebench.imagination.quality import replayed_success
 
 
-def per_transition(path: str) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
-    """Per episode: the judge's verdict on each transition and each stored confidence."""
+def per_transition(
+    path: str,
+) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]], np.ndarray]:
+    """Per episode: the judge's verdict on each transition, each stored confidence, and
+    whether the episode replays to success."""
     data = load_dataset(path)
     judge = get_domain(data.domain).make_quality()
     correct, confidence = [], {name: [] for name in sorted(data.confidence)}
-    for i in range(len(data)):
-        episode = data.episode(i)
+    episodes = [data.episode(i) for i in range(len(data))]
+    for episode in episodes:
         correct.append(np.asarray(judge.correct_transitions(episode.states, episode.actions)))
         for name in confidence:
             confidence[name].append(np.asarray(episode.confidence[name]))
-    return correct, confidence
+    return correct, confidence, np.asarray(replayed_success(data.domain, episodes), dtype=bool)
 
 
 def main() -> None:
@@ -39,7 +44,7 @@ def main() -> None:
     parser.add_argument("--thresholds", nargs="+", type=float, default=[0.6, 0.64, 0.68, 0.7])
     args = parser.parse_args()
     for path in args.files:
-        correct, confidence = per_transition(path)
+        correct, confidence, replayed = per_transition(path)
         flat = np.concatenate(correct)
         print(f"\n{path}: {len(correct)} rollouts, {len(flat)} transitions, "
               f"{100 * flat.mean():.1f} % correct")  # fmt: skip
@@ -54,12 +59,13 @@ def main() -> None:
         if "ensemble" not in confidence:
             continue
         least = np.array([c.min(initial=1.0) for c in confidence["ensemble"]])
-        print("| min_confidence | rollouts kept | transitions correct |")
-        print("|---|---|---|")
-        for threshold in args.thresholds:
+        print("| min_confidence | rollouts kept | transitions correct | replayed success |")
+        print("|---|---|---|---|")
+        for threshold in [0.0, *args.thresholds]:
             kept = np.flatnonzero(least >= threshold)
             share = np.concatenate([correct[i] for i in kept]).mean() if len(kept) else np.nan
-            print(f"| {threshold} | {len(kept)} | {100 * share:.1f} % |")
+            works = replayed[kept].mean() if len(kept) else np.nan
+            print(f"| {threshold} | {len(kept)} | {100 * share:.1f} % | {100 * works:.1f} % |")
 
 
 if __name__ == "__main__":
