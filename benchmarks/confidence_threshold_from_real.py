@@ -69,13 +69,14 @@ def main() -> None:
         replayed = replayed_success(data.domain, episodes)
         for q, threshold in thresholds.items():
             keep = keep_mask(scored, min_confidence=threshold)  # refilter's own rule
-            kept_correct = np.concatenate([c for c, k in zip(exact, keep) if k]).mean()
+            kept = [c for c, k in zip(exact, keep) if k]
+            kept_correct = f"{100 * np.concatenate(kept).mean():.1f} %" if kept else "—"
+            kept_replayed = f"{100 * replayed[keep].mean():.1f} %" if kept else "—"
             dropped = f"{100 * replayed[~keep].mean():.1f} %" if (~keep).any() else "—"
             print(
                 f"| {name} | {len(data)} | {int((~correct).sum())} of {len(correct)} | "
                 f"{auroc(confidence, correct):.3f} | {100 * q:g} % | {threshold:.3f} | "
-                f"{int(keep.sum())} | {100 * kept_correct:.1f} % | "
-                f"{100 * replayed[keep].mean():.1f} % | {dropped} |"
+                f"{int(keep.sum())} | {kept_correct} | {kept_replayed} | {dropped} |"
             )
 
 
