@@ -19,6 +19,13 @@ from imaginebench.envs import make
 from imaginebench.experts import make_expert
 
 
+class StateHash:
+    """A deterministic CLEVR policy: its action depends on the state alone."""
+
+    def act(self, states, instructions):
+        return (np.abs(states).sum(1) * 1000).astype(int) % 40
+
+
 def test_success_is_recorded_per_task():
     env = make("clevr", "easy").unwrapped
     result = evaluate_level(RandomPolicy(env.action_space, seed=0), "clevr", "easy", 40, seed=0)
@@ -48,11 +55,6 @@ def test_the_expert_is_scored_on_the_evaluation_set():
 def test_episodes_in_groups_of_environments_score_as_side_by_side():
     """``max_envs`` runs the episodes in consecutive groups on fewer simulators (LIBERO's are
     large): the same episodes, the same outcomes, and a fresh expert for every episode."""
-
-    class StateHash:  # a deterministic policy: its action depends on the state alone
-        def act(self, states, instructions):
-            return (np.abs(states).sum(1) * 1000).astype(int) % 40
-
     together = evaluate_level(StateHash(), "clevr", "hard", 12, 0)
     envs: list = []
     grouped = evaluate_level(StateHash(), "clevr", "hard", 12, 0, envs, max_envs=5)
@@ -74,10 +76,6 @@ def test_the_final_scores_extra_environments_are_closed_after_their_level():
     environments after each level (Meta-World would otherwise hold 100 simulators per level
     for all four levels) and scores exactly as before."""
     from types import SimpleNamespace
-
-    class StateHash:
-        def act(self, states, instructions):
-            return (np.abs(states).sum(1) * 1000).astype(int) % 40
 
     closed = []
     callback = SuccessRateEvaluation(episodes_per_level=3, levels=["hard", "easy"])
