@@ -24,11 +24,11 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     imagined, real = load_dataset(args.imaginary), load_dataset(args.real)
-    wanted = Counter(imagined.episode(i).task_spec for i in range(len(imagined)))
+    wanted = Counter(imagined.tasks[k] for k in imagined.episode_task)
     picked: list[int] = []
     got: Counter[str] = Counter()
-    for i in range(len(real)):
-        spec = real.episode(i).task_spec
+    for i, k in enumerate(real.episode_task):
+        spec = real.tasks[k]
         if got[spec] < wanted[spec]:
             picked.append(i)
             got[spec] += 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import numpy as np
@@ -75,8 +76,6 @@ def test_the_final_scores_extra_environments_are_closed_after_their_level():
     """A final score with more episodes than the training-time evaluation closes the extra
     environments after each level (Meta-World would otherwise hold 100 simulators per level
     for all four levels) and scores exactly as before."""
-    from types import SimpleNamespace
-
     closed = []
     callback = SuccessRateEvaluation(episodes_per_level=3, levels=["hard", "easy"])
     trainer = SimpleNamespace(datamodule=SimpleNamespace(domain="clevr"))
