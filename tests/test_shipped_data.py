@@ -33,8 +33,9 @@ IMAGINARY = [
 def test_imaginary_data_of_five_domains_and_libero_real_data_ship():
     for domain in ("clevr", "babyai", "halfcheetah", "libero"):
         assert {(domain, level) for level in LEVELS} <= set(IMAGINARY)
-    # Meta-World's hard level kept no imagined rollout (docs/metaworld.md)
-    assert {("metaworld", "rephrase"), ("metaworld", "easy")} <= set(IMAGINARY)
+    # Meta-World's easy and hard imagined rollouts all fail the real-data confidence threshold
+    # (the state model never saw the wall, the hammer or the ball move: docs/metaworld.md)
+    assert {level for domain, level in IMAGINARY if domain == "metaworld"} == {"rephrase"}
     assert (SHIPPED_ROOT / "libero" / "real_train.h5").is_file()
 
 
@@ -68,11 +69,16 @@ def test_shipped_libero_real_data_is_what_its_command_collects():
         paraphrases=p["paraphrases"],
         progress=False,
     )
+    # MuJoCo's floating point differs between CPUs: on one machine the first episode's reset
+    # already differs by 0.2 mm and its actions by 2e-3 (the expert closes the loop on the state),
+    # while another seed moves the objects by decimetres; so the layout, the instruction, the
+    # length and the outcome must match exactly, the trajectory to a millimetre.
     for i in range(2):
         a, b = shipped.episode(i), again.episode(i)
         assert a.instruction == b.instruction and a.task_spec == b.task_spec
-        np.testing.assert_allclose(a.actions, b.actions, atol=1e-6)
-        np.testing.assert_allclose(a.states, b.states, atol=1e-4)
+        assert len(a.actions) == len(b.actions) and a.success == b.success
+        np.testing.assert_allclose(a.actions, b.actions, atol=1e-2)
+        np.testing.assert_allclose(a.states, b.states, atol=1e-3)
 
 
 @pytest.mark.parametrize("domain", SHIPPED_DOMAINS)
