@@ -209,6 +209,14 @@ def test_entries_the_real_data_never_varies_or_barely_changes_are_held_in_predic
     assert held[1, 0] == held[0, 0] == as_they_are[0, 0]  # the model does not see entry 1
     assert np.array_equal(held[:, 1:], states[:, 1:])  # entries 1 and 2 keep their values
     assert abs(as_they_are[1, 0] - as_they_are[0, 0]) > 0.05  # as it is, entry 1 moves entry 0
+    # the confidence judges the members on the same inputs: entry 1 at another value changes
+    # nothing, while a step its members did not predict still scores low
+    confidence = scorer.transition_confidence(states, actions, held)
+    np.testing.assert_allclose(confidence[1], confidence[0], rtol=1e-5)
+    assert confidence[0] > 0.5
+    wrong = held[1:].copy()
+    wrong[0, 0] += 0.3
+    assert scorer.transition_confidence(states[1:], actions[1:], wrong)[0] < 0.5 * confidence[1]
 
 
 def test_a_stored_ensemble_is_read_back_instead_of_fitted_again(tmp_path, monkeypatch, caplog):

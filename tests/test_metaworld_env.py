@@ -320,6 +320,65 @@ def test_quality_judge_legality():
     assert not judge.legal(bad).any()
 
 
+@pytest.mark.filterwarnings("ignore:Constant\\(s\\) may be too high")
+@pytest.mark.parametrize(
+    "task", ["reach-wall", "push-wall", "pick-place-wall", "button-press-wall"]
+)
+def test_wall_is_solid_to_the_legality_judge(task):
+    from imaginebench.envs.metaworld.layout import HAND, TCP_OFFSET, entity_pos
+    from imaginebench.envs.metaworld.quality import WALL_BOXES, WALL_TOLERANCE, wall_clear
+    from imaginebench.experts import make_expert
+
+    env = make("metaworld", "easy").unwrapped
+    task = MetaWorldTask(task)
+    env.reset(seed=0, options={"task": task})
+    # the box the judge uses is the compiled scene's collision box of the wall
+    model, data = env.scene.sim.model, env.scene.sim.data
+    wall = model.body("wall").id
+    boxes = [
+        g
+        for g in range(model.ngeom)
+        if wall in (model.geom_bodyid[g], model.body_parentid[model.geom_bodyid[g]])
+        and model.geom_conaffinity[g]
+    ]
+    partner = "button" if task.name == "button-press-wall" else "target_object"
+    offset, half = WALL_BOXES[partner]
+    assert boxes
+    for box in boxes:
+        np.testing.assert_allclose(model.geom_size[box], half)
+        np.testing.assert_allclose(data.geom_xpos[box] - data.body("wall").xpos, offset, atol=1e-9)
+    # every state of expert episodes is clear of the wall
+    expert = make_expert("metaworld", seed=0)
+    for seed in range(3):
+        env.reset(seed=seed, options={"task": task})
+        for _ in range(100):
+            _, _, terminated, truncated, _ = env.step(expert.act(env))
+            if terminated or truncated:
+                break
+        states = np.stack(env.trajectory)
+        assert wall_clear(states).all()
+        assert MetaWorldQuality().legal(states).all()
+    # the hand, its tool centre and the object moved into the wall are not
+    state = states[0]
+    centre = state[entity_pos("wall")] + offset
+    hand_in = state.copy()
+    hand_in[HAND] = centre
+    tcp_in = state.copy()
+    tcp_in[HAND] = centre - TCP_OFFSET
+    grazing = state.copy()  # the tool centre within the tolerance of the wall's face
+    grazing[HAND] = centre - TCP_OFFSET + [half[0] - WALL_TOLERANCE / 2, 0, 0]
+    cases = [hand_in, tcp_in, grazing]
+    if partner == "target_object":
+        obj_in = state.copy()
+        obj_in[entity_pos("target_object")] = centre - [0, half[1] + 0.01, 0]  # puck overlaps
+        cases.append(obj_in)
+    assert wall_clear(np.stack(cases)).tolist() == [False, False, True] + [False] * (len(cases) - 3)
+    assert not MetaWorldQuality().legal(np.stack([hand_in, tcp_in])).any()
+    no_wall = np.stack(cases)
+    no_wall[:, entity_slice("wall")] = 0.0
+    assert wall_clear(no_wall).all()
+
+
 def test_render_rgb_frame():
     env = make("metaworld", render_mode="rgb_array", render_size=(48, 64)).unwrapped
     env.reset(seed=0)

@@ -368,6 +368,16 @@ class TransitionEnsemble:
             inputs = torch.cat([inputs, (extra - self.context_mean) / self.context_std], 1)
         return inputs, no_instruction, features
 
+    def _held_features(
+        self, state: Tensor, actions: Tensor, context: Any = None, hold_unvaried: bool = True
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`_features`, with every entry that never varies in the real data (spread at
+        most :data:`SPREAD_FLOOR`) given at its real mean when ``hold_unvaried``."""
+        inputs, instruction, action = self._features(state, actions, context)
+        if hold_unvaried:
+            inputs[:, : state.shape[1]][:, self.state_std <= SPREAD_FLOOR] = 0.0
+        return inputs, instruction, action
+
     @torch.no_grad()
     def next_states(
         self,
@@ -391,12 +401,10 @@ class TransitionEnsemble:
         comparison).
         """
         state = torch.as_tensor(np.asarray(states, dtype=np.float32))
-        inputs, instruction, action = self._features(
-            state, torch.as_tensor(np.asarray(actions)), context
+        inputs = self._held_features(
+            state, torch.as_tensor(np.asarray(actions)), context, hold_unvaried
         )
-        if hold_unvaried:
-            inputs[:, : state.shape[1]][:, self.state_std <= SPREAD_FLOOR] = 0.0
-        change = self.ensemble.means(inputs, instruction, action).mean(0) * self.change_std
+        change = self.ensemble.means(*inputs).mean(0) * self.change_std
         change[(state == 0) & self.zero_stays_zero] = 0.0
         if hold_unvaried:
             change[:, self.barely_changes] = 0.0
@@ -406,7 +414,13 @@ class TransitionEnsemble:
     def disagreement(self, dataset: RolloutDataset, chunk: int = 65536) -> np.ndarray:
         """``(N,)``: the spread of the committee of the members' predicted changes of state and
         the dataset's own change, ``sqrt(sum over entries of the variance)`` in units of the
-        real data's per-entry spread of a change."""
+        real data's per-entry spread of a change. The members are judged on the inputs they get
+        when they imagine (:meth:`next_states`): an entry the real data never varies enters at
+        its real mean. So an entity no real task has (Meta-World's wall) leaves the confidence
+        of the steps it takes no part in as it would be without it; where something would
+        touch it, the domain's legality rule (the wall is solid) rejects the state instead.
+        (Before 2026-12-02 the members saw such an entry as it is, hundreds of spreads off,
+        and every step of a scene with it scored 0.)"""
         state, next_state = _transition_states(dataset)
         actions = torch.as_tensor(np.asarray(dataset.actions))
         context = dataset_context(dataset, self.context) if self.context is not None else None
@@ -424,7 +438,7 @@ class TransitionEnsemble:
     def _disagreement(
         self, state: Tensor, actions: Tensor, next_state: Tensor, context: Any = None
     ) -> Tensor:
-        means = self.ensemble.means(*self._features(state, actions, context))
+        means = self.ensemble.means(*self._held_features(state, actions, context))
         committee = torch.cat([means, ((next_state - state) / self.change_std)[None]])
         return committee.var(0, unbiased=False).sum(-1).sqrt()
 

@@ -5,7 +5,9 @@
   tolerance); every filled entity slot's position inside the table workspace
   (:data:`WORKSPACE_LOW` .. :data:`WORKSPACE_HIGH`: on or above the table top, within the arm's
   reach) and its quaternion either all zero (window handles report none) or of unit norm
-  within :data:`QUAT_NORM_TOLERANCE`.
+  within :data:`QUAT_NORM_TOLERANCE`; and, in the four wall tasks, nothing inside the wall
+  (:func:`wall_clear`: the hand, its tool centre point and the object stay out of the wall's
+  collision box).
 * **correct transition**: a **teacher-forced replay** in the simulator. The scene is identified
   from the rollout's initial state (the task whose reset reproduces it; states with a distractor
   entity cannot be matched and count as incorrect) and reset with the layout read from it.
@@ -43,6 +45,7 @@ from imaginebench.envs.metaworld.layout import (
     TARGET,
     TASK_ENTITIES,
     TASK_NAMES,
+    TCP_OFFSET,
     check_states,
     entity_slice,
 )
@@ -58,11 +61,57 @@ RESET_TOLERANCE = 1e-3  # an initial state is a task's reset state within this
 SOLVER_ITERATIONS = 4
 SOLVER_DAMPING = 1e-6
 _EPS = 1e-6
+# The wall's collision box, by the entity that shares its scene: (offset of the box's centre
+# from the wall's reported position, half-sizes), from metaworld's scene files (tested against
+# the compiled models): reach-, push- and pick-place-wall; button-press-wall.
+WALL_BOXES: dict[str, tuple[np.ndarray, np.ndarray]] = {
+    "target_object": (np.zeros(3), np.array([0.12, 0.01, 0.06])),
+    "button": (np.array([0.0, 0.0, 0.075]), np.array([0.1, 0.01, 0.075])),
+}
+WALL_TOLERANCE = 0.003  # m: the tool centre point's offset from the hand is exact to a few mm
+OBJECT_RADIUS = 0.02  # m: the wall tasks' puck (a cylinder; reach-wall's marker is 0.03)
+OBJECT_HALF_HEIGHT = 0.015  # m: the smaller of the two objects' half-heights
 
 
 def filled_entities(state: np.ndarray) -> tuple[str, ...]:
     """The entities whose slots are not all zero, in layout order."""
     return tuple(e for e in ENTITIES if np.any(state[entity_slice(e)] != 0.0))
+
+
+def _depth_inside(points: np.ndarray, centre: np.ndarray, half: np.ndarray) -> np.ndarray:
+    """``(...)``: how far each point lies inside the axis-aligned box (negative: outside)."""
+    return (half - np.abs(points - centre)).min(axis=-1)
+
+
+def wall_clear(states: np.ndarray) -> np.ndarray:
+    """``(N,)`` bool: nothing is inside the wall (True where the wall slot is empty).
+
+    The wall is rigid and fixed: its collision box (:data:`WALL_BOXES`, placed by the wall's
+    reported position) may not hold the hand body, the tool centre point (hand +
+    :data:`~imaginebench.envs.metaworld.layout.TCP_OFFSET`) or, grown by the object's radius,
+    the centre of the task's object, beyond :data:`WALL_TOLERANCE` (the tool centre's offset
+    is exact to a few millimetres). Real expert states of the four wall tasks keep at least
+    0.5 mm short of it (tested), so only states that pass through the wall are illegal."""
+    s = np.asarray(states, dtype=np.float64)
+    wall = s[..., entity_slice("wall")]
+    clear = np.ones(s.shape[:-1], dtype=bool)
+    has_wall = np.any(wall != 0.0, axis=-1)
+    if not has_wall.any():
+        return clear
+    with_button = np.any(s[..., entity_slice("button")] != 0.0, axis=-1)
+    for partner, (offset, half) in WALL_BOXES.items():
+        rows = has_wall & (with_button == (partner == "button"))
+        centre = wall[..., :3] + offset
+        hand = s[..., HAND]
+        inside = (_depth_inside(hand, centre, half) > WALL_TOLERANCE) | (
+            _depth_inside(hand + TCP_OFFSET, centre, half) > WALL_TOLERANCE
+        )
+        if partner == "target_object":
+            grown = half + np.array([OBJECT_RADIUS, OBJECT_RADIUS, OBJECT_HALF_HEIGHT])
+            obj = s[..., entity_slice("target_object")][..., :3]
+            inside |= _depth_inside(obj, centre, grown) > WALL_TOLERANCE
+        clear &= ~(rows & inside)
+    return clear
 
 
 def legal_states(states: np.ndarray) -> np.ndarray:
@@ -82,7 +131,7 @@ def legal_states(states: np.ndarray) -> np.ndarray:
         norm = np.linalg.norm(quat, axis=-1)
         unit = (norm == 0.0) | (np.abs(norm - 1.0) <= QUAT_NORM_TOLERANCE)
         ok &= ~filled | (inside & unit)
-    return ok
+    return ok & wall_clear(s)
 
 
 class _Replay:
