@@ -12,7 +12,6 @@ confidence for correctness, and replayed success:
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 
 import numpy as np
@@ -22,24 +21,9 @@ from imaginebench.data.format import load_dataset
 from imaginebench.envs import get_domain
 from imaginebench.envs.base import Task
 from imaginebench.envs.metaworld.quality import wall_clear
-from imaginebench.imagination.confidence import EnsembleConfig
+from imaginebench.imagination.confidence import EnsembleConfig, auroc
 from imaginebench.imagination.quality import replayed_success
 from imaginebench.imagination.score import fit_ensemble_on
-
-
-def auroc(score: np.ndarray, positive: np.ndarray) -> float:
-    """Probability that a random positive scores above a random negative (ties count half)."""
-    pos, neg = score[positive], score[~positive]
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
-    order = np.argsort(np.concatenate([pos, neg]), kind="stable")
-    ranks = np.empty(len(order))
-    ranks[order] = np.arange(1, len(order) + 1)
-    values = np.concatenate([pos, neg])
-    for v in np.unique(values):  # average ranks of ties
-        tied = values == v
-        ranks[tied] = ranks[tied].mean()
-    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
 def main() -> None:
@@ -57,14 +41,13 @@ def main() -> None:
     replayed = np.asarray(replayed_success("metaworld", episodes), dtype=bool)
     rows: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for i, episode in enumerate(episodes):
-        task = data.tasks[data.episode_task[i]]
-        name = json.loads(task)["name"]
-        context = scorer.context(Task.from_spec(task), episode.states[:-1], episode.actions)
+        task = Task.from_spec(data.tasks[data.episode_task[i]])
+        context = scorer.context(task, episode.states[:-1], episode.actions)
         confidence = scorer.transition_confidence(
             episode.states[:-1], episode.actions, episode.states[1:], context
         )
         correct = np.asarray(judge.correct_transitions(episode.states, episode.actions))
-        row = rows[name]
+        row = rows[task.name]
         row["clear"].append(bool(wall_clear(episode.states).all()))
         row["correct"].append(correct)
         row["confidence"].append(confidence)

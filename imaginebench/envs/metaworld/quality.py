@@ -99,10 +99,10 @@ def wall_clear(states: np.ndarray) -> np.ndarray:
     if not has_wall.any():
         return clear
     with_button = np.any(s[..., entity_slice("button")] != 0.0, axis=-1)
+    hand = s[..., HAND]
     for partner, (offset, half) in WALL_BOXES.items():
         rows = has_wall & (with_button == (partner == "button"))
         centre = wall[..., :3] + offset
-        hand = s[..., HAND]
         inside = (_depth_inside(hand, centre, half) > WALL_TOLERANCE) | (
             _depth_inside(hand + TCP_OFFSET, centre, half) > WALL_TOLERANCE
         )
