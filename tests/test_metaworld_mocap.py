@@ -106,3 +106,35 @@ def test_the_ensemble_scores_a_dataset_and_single_transitions_alike(tmp_path):
     np.testing.assert_array_equal(restored.confidence(real), scorer.confidence(real))
     with pytest.raises(ValueError, match="with a dynamics context"):
         TransitionEnsemble.load(tmp_path / "ensemble.pt", config)
+
+
+def test_each_member_rolls_the_actions_forward_on_its_own_predictions():
+    """``member_rollouts`` gives member ``m`` the rollout that stepping ``next_states`` with
+    ``member=m`` gives, each step's context taken from that member's own rollout so far; the
+    members' rollouts part (they are different models), and an unknown member is refused."""
+    from imaginebench.data.collect import collect
+    from imaginebench.envs.base import Task
+    from imaginebench.imagination.confidence import TransitionEnsemble
+
+    real = collect("metaworld", "train", 4, seed=0, epsilon=0.1, progress=False)[0]
+    hook = get_domain("metaworld").dynamics_context
+    settings = {"members": 3, "hidden": [32], "max_steps": 30, "eval_every": 10}
+    scorer = TransitionEnsemble.fit(real, settings, context=hook)
+    episode = real.episode(0)
+    task = Task.from_spec(episode.task_spec)
+    actions = np.asarray(episode.actions)[:12]
+    rollouts = scorer.member_rollouts(task, episode.states[0], actions)
+    assert rollouts.shape == (3, 13, 91)
+    for m in range(3):
+        states = [np.asarray(episode.states[0], np.float32)]
+        for t in range(len(actions)):
+            context = hook(task, np.stack(states), actions[: t + 1])[-1:]
+            states.append(
+                scorer.next_states(states[-1][None], actions[t : t + 1], context, member=m)[0]
+            )
+        np.testing.assert_allclose(rollouts[m], np.stack(states), atol=1e-5)
+    assert np.abs(rollouts[0, -1] - rollouts[1, -1]).max() > 1e-4
+    with pytest.raises(ValueError, match="member 3 of an ensemble of 3"):
+        scorer.next_states(
+            episode.states[:1], actions[:1], hook(task, episode.states[:1], actions[:1]), member=3
+        )

@@ -385,12 +385,13 @@ class TransitionEnsemble:
         actions: np.ndarray,
         context: np.ndarray | None = None,
         hold_unvaried: bool = True,
+        member: int | None = None,
     ) -> np.ndarray:
         """``(n, D)`` float32: the next state of each ``(state, action)`` pair (and its
         ``(n, K)`` domain context, if the ensemble models one), the state plus the members'
-        mean predicted change (what ``imagine``'s ``state_model: ensemble`` feeds the LM
-        instead of its own state head's prediction); entries that the real data never moves
-        from zero stay zero.
+        mean predicted change (what ``imagine``'s ``state_model: ensemble`` feeds the LM instead
+        of its own state head's prediction; ``member``: that member's change alone); entries
+        that the real data never moves from zero stay zero.
 
         ``hold_unvaried``: an entry that never varies in the real data (its spread at most
         :data:`SPREAD_FLOOR`; a Meta-World entity that no training task has, such as the novel
@@ -404,11 +405,51 @@ class TransitionEnsemble:
         inputs = self._held_features(
             state, torch.as_tensor(np.asarray(actions)), context, hold_unvaried
         )
-        change = self.ensemble.means(*inputs).mean(0) * self.change_std
+        means = self.ensemble.means(*inputs)
+        if member is not None and not 0 <= member < len(means):
+            raise ValueError(f"member {member} of an ensemble of {len(means)}")
+        return self._advance(
+            state, means.mean(0) if member is None else means[member], hold_unvaried
+        )
+
+    def _advance(self, state: Tensor, change: Tensor, hold_unvaried: bool = True) -> np.ndarray:
+        """``state`` plus a predicted ``change`` (in change-spread units), with the entries the
+        real data never moves from zero kept at zero and, ``hold_unvaried``, the entries it
+        barely changes kept as they are."""
+        change = change * self.change_std
         change[(state == 0) & self.zero_stays_zero] = 0.0
         if hold_unvaried:
             change[:, self.barely_changes] = 0.0
         return (state + change).numpy()
+
+    @torch.no_grad()
+    def member_rollouts(
+        self, task: Task, first_state: np.ndarray, actions: np.ndarray
+    ) -> np.ndarray:
+        """``(M, T + 1, D)`` float32: the ``T`` actions rolled forward from ``first_state`` by
+        each of the ``M`` members alone, each fed its own predictions (and the domain context of
+        its own rollout so far), as :meth:`next_states` with ``member`` does step by step.
+        Where the members disagree about what an action does (a push that may or may not
+        reach the object), their rollouts part."""
+        actions = np.asarray(actions)
+        members = len(self.ensemble)
+        rollouts = np.empty((members, len(actions) + 1, len(self.state_mean)), np.float32)
+        rollouts[:, 0] = np.asarray(first_state, np.float32)
+        for t in range(len(actions)):
+            taken = np.repeat(actions[t : t + 1], members, axis=0)
+            context = None
+            if self.context is not None:
+                context = np.stack(
+                    [
+                        self.context(task, rollouts[m, : t + 1], actions[: t + 1])[-1]
+                        for m in range(members)
+                    ]
+                )
+            state = torch.as_tensor(rollouts[:, t])
+            inputs = self._held_features(state, torch.as_tensor(taken), context)
+            own = self.ensemble.means(*inputs)[torch.arange(members), torch.arange(members)]
+            rollouts[:, t + 1] = self._advance(state, own)
+        return rollouts
 
     @torch.no_grad()
     def disagreement(self, dataset: RolloutDataset, chunk: int = 65536) -> np.ndarray:
