@@ -2060,3 +2060,46 @@ def test_start_difficulty_rounds_draw_fresh_episodes_for_the_far_starts():
         FilterConfig(start_rounds=1)
     with pytest.raises(ValueError, match="start_bins must be"):
         FilterConfig(start_bins=1)
+
+
+def test_the_state_model_can_be_fitted_on_other_real_data_than_the_grounding_saw(
+    real_path, tmp_path
+):
+    """``ensemble_real`` fits the imagination's dynamics ensemble on another real file (more
+    real episodes of the training tasks); the provenance names it, so the manifest's command
+    repeats it, and a file of another domain or a run that uses no ensemble is refused."""
+    from imaginebench.data.collect import collect
+    from imaginebench.data.shipped import _regenerate_command
+    from imaginebench.imagination.run import imagine_level
+
+    more = tmp_path / "more_real.h5"
+    save_dataset(collect("clevr", "train", 30, seed=7, epsilon=0.5, progress=False)[0], more)
+    ckpt = _fitted_checkpoint(tmp_path, _datamodule(real_path))
+    settings = {"members": 2, "hidden": [16], "max_steps": 20, "eval_every": 10}
+
+    def imagine(out, **kwargs):
+        return imagine_level(
+            "easy",
+            str(ckpt),
+            str(tmp_path / out),
+            rollouts=2,
+            horizon=3,
+            progress=False,
+            **kwargs,
+        )
+
+    imagined, _ = imagine(
+        "e.h5", state_model="ensemble", ensemble=settings, ensemble_real=str(more)
+    )
+    assert imagined.provenance["state_model"]["ensemble"]["real"] == str(more)
+    assert imagined.provenance["ensemble_real"] == str(more)
+    assert f"--ensemble_real {more} " in _regenerate_command(imagined.provenance, "clevr", "x.h5")
+    default, _ = imagine("d.h5", state_model="ensemble", ensemble=settings)
+    assert default.provenance["state_model"]["ensemble"]["real"] == str(real_path)
+    assert "--ensemble_real" not in _regenerate_command(default.provenance, "clevr", "x.h5")
+    with pytest.raises(ValueError, match="nothing here uses one"):
+        imagine("n.h5", ensemble_real=str(more))
+    babyai = tmp_path / "babyai.h5"
+    save_dataset(collect("babyai", "train", 2, seed=0, progress=False)[0], babyai)
+    with pytest.raises(ValueError, match="holds 'babyai' rollouts, not 'clevr'"):
+        imagine("b.h5", state_model="ensemble", ensemble=settings, ensemble_real=str(babyai))

@@ -65,6 +65,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         command += f"--state_model {name} "
         if isinstance(fitted, dict) and isinstance(fitted.get(name), dict):  # its settings
             command += f"--{name} '{json.dumps(fitted[name], sort_keys=True)}' "
+    if provenance.get("ensemble_real"):  # the ensemble's own real data
+        command += f"--ensemble_real {provenance['ensemble_real']} "
     command += f"--out {out} --overwrite true"
     steps = [*provenance.get("earlier_post_filters", []), provenance.get("post_filter")]
     for refiltered in filter(None, steps):  # imaginebench refilter, in place, in order

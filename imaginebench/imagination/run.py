@@ -31,7 +31,7 @@ from imaginebench.config import as_config
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
-from imaginebench.data.shipped import file_sha256
+from imaginebench.data.shipped import file_sha256, resolve_data_path
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import Level, Task, action_spec_of, check_level
 from imaginebench.imagination.confidence import (
@@ -83,6 +83,7 @@ def imagine_level(
     ensemble_confidence: bool = False,
     ensemble: EnsembleConfig | Mapping[str, Any] | None = None,
     state_model: Literal["lm", "ensemble"] = "lm",
+    ensemble_real: str | None = None,
 ) -> tuple[RolloutDataset, QualityReport]:
     """Imagine ``rollouts`` episodes of ``level`` with the grounding checkpoint; write ``out``.
 
@@ -106,6 +107,9 @@ def imagine_level(
         state_model: what advances the imagined state: ``lm`` (the grounded LM's state head,
             KALM's imagination) or ``ensemble`` (that dynamics ensemble, fitted on the real
             data; the LM then only chooses the actions). Never the simulator.
+        ensemble_real: the real dataset that ensemble is fitted on (a path or
+            ``shipped:<domain>/<file>``), e.g. more real episodes of the training tasks than
+            the grounding saw; default: the real data the checkpoint was fine-tuned on.
     """
     from imaginebench.modules.grounding import GroundingModule
 
@@ -146,6 +150,20 @@ def imagine_level(
     )
     real_path = _real_data_path(checkpoint) if needs_real else None
     real = load_dataset(real_path) if real_path is not None else None  # read once, used twice
+    ensemble_real_path, ensemble_data = real_path, real
+    if ensemble_real is not None:
+        if not needs_ensemble:
+            raise ValueError(
+                "ensemble_real names the real data of a dynamics ensemble, but nothing here uses "
+                "one: set state_model: ensemble, ensemble_confidence or filters.min_confidence"
+            )
+        ensemble_real_path = resolve_data_path(ensemble_real)
+        ensemble_data = load_dataset(ensemble_real_path)
+        if ensemble_data.domain != domain:
+            raise ValueError(
+                f"ensemble_real {ensemble_real} holds {ensemble_data.domain!r} rollouts, not "
+                f"{domain!r}"
+            )
     if needs_horizon:
         horizon = real_horizon(
             real.episode_lengths(),
@@ -193,13 +211,13 @@ def imagine_level(
                 "settings": asdict(
                     as_config(ensemble, EnsembleConfig, "ensemble") or EnsembleConfig()
                 ),
-                "real_sha256": file_sha256(real_path),
+                "real_sha256": file_sha256(ensemble_real_path),
             },
         },
     )
     scorer = how = None
     if needs_ensemble:
-        scorer, how = fit_ensemble_on(real_path, ensemble, progress, loaded=real)
+        scorer, how = fit_ensemble_on(ensemble_real_path, ensemble, progress, loaded=ensemble_data)
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
@@ -283,6 +301,7 @@ def imagine_level(
         "state_model": state_model
         if state_model == "lm"
         else {"ensemble": {k: v for k, v in how.items() if k != "method"}},
+        "ensemble_real": ensemble_real,
         "seconds": round(seconds, 1),
     }
     if reference_of is not None:
