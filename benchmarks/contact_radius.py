@@ -54,9 +54,7 @@ def main() -> None:
     parser.add_argument("--quantiles", type=float, nargs="+", default=[0.95, 0.99, 0.999, 1.0])
     args = parser.parse_args()
     real = load_dataset(resolve_data_path(args.real))
-    # a rollout stored once per wording: one copy of each
-    firsts = np.asarray(real.states)[real.episode_offsets[:-1] + np.arange(len(real))]
-    distinct = np.sort(np.unique(firsts, axis=0, return_index=True)[1])
+    distinct = real.distinct_episodes()  # a rollout stored once per wording, once
     real_episodes = [real.episode(int(i)) for i in distinct]
     at_start: dict[str, list[np.ndarray]] = {}
     for episode in real_episodes:

@@ -58,9 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     real = load_dataset(args.real)
-    # a rollout stored once per wording: keep one copy of each (same first state and actions)
-    firsts = np.asarray(real.states)[real.episode_offsets[:-1] + np.arange(len(real))]
-    distinct = np.sort(np.unique(firsts, axis=0, return_index=True)[1])
+    distinct = real.distinct_episodes()  # a rollout stored once per wording, once
     test, train = distinct[: args.test], distinct[args.test :]
     keep = np.zeros(len(real), bool)
     keep[train] = True

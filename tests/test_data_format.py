@@ -208,6 +208,31 @@ def test_transition_indices_handcrafted() -> None:
     assert ds.states.shape == (9, 2)
 
 
+def test_distinct_episodes_lists_one_copy_of_each_rollout_stored_under_several_wordings() -> None:
+    """Episodes 0 and 2 are one rollout under two wordings (same first state), as are 1 and 3;
+    episode 4 is another: one copy of each, the first, in order."""
+    firsts = [0.0, 1.0, 0.0, 1.0, 2.0]
+    eps = [
+        Episode(
+            states=np.array([[first, 0.0], [first + 0.5, 0.0]], np.float32),
+            actions=np.zeros(1, dtype=np.int64),
+            rewards=np.zeros(1, np.float32),
+            terminated=True,
+            truncated=False,
+            instruction=f"wording {i}",
+            task_spec="{}",
+            level="train",
+            source="real",
+            success=True,
+        )
+        for i, first in enumerate(firsts)
+    ]
+    ds = RolloutDataset.from_episodes(eps, domain="toy", action_spec=DISCRETE, provenance={})
+    distinct = ds.distinct_episodes()
+    np.testing.assert_array_equal(distinct, [0, 1, 4])
+    assert distinct.dtype == np.int64
+
+
 def test_summary_mentions_counts() -> None:
     ds = make_ds(n_eps=8)
     text = ds.summary()
@@ -983,8 +1008,7 @@ IN_MEMORY_REFUSALS = {
     ),
     "action_spec": (
         _set(action_spec={"type": "discrete", "n": 0}),
-        "invalid action_spec {'type': 'discrete', 'n': 0}: discrete spec needs an integer 'n' "
-        ">= 1",
+        "invalid action_spec {'type': 'discrete', 'n': 0}: discrete spec needs an integer 'n' >= 1",
     ),
     "continuous_actions_int": (
         _set(action_spec=CONTINUOUS),
@@ -1092,8 +1116,7 @@ IN_MEMORY_REFUSALS = {
     ),
     "offsets_end": (
         _item("episode_offsets", 6, 19),
-        "dataset 'episode_offsets' ends at 19 but there are 20 transitions (length of "
-        "'rewards')",
+        "dataset 'episode_offsets' ends at 19 but there are 20 transitions (length of 'rewards')",
     ),
     "states_rows": (
         _map("states", lambda a: a[:-1]),

@@ -316,6 +316,15 @@ class RolloutDataset:
         """``(N,)`` int64 episode index of every transition."""
         return np.repeat(np.arange(len(self), dtype=np.int64), self.episode_lengths())
 
+    def distinct_episodes(self) -> np.ndarray:
+        """``(K,)`` int64 sorted indices of one copy of each distinct rollout: a rollout stored
+        once per wording (``collect --paraphrases``) has the same first state in every copy, and
+        only its first copy is listed."""
+        firsts = np.asarray(self.states)[
+            np.asarray(self.episode_offsets[:-1]) + np.arange(len(self))
+        ]
+        return np.sort(np.unique(firsts, axis=0, return_index=True)[1]).astype(np.int64)
+
     def transition_indices(self) -> tuple[np.ndarray, np.ndarray]:
         """``(state_idx, next_state_idx)``: rows of :attr:`states` before/after each transition."""
         state_idx = np.arange(self.num_transitions, dtype=np.int64) + self.transition_episodes()
