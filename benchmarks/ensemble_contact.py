@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from ensemble_open_loop import held_out_split
 
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
@@ -164,11 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     real = load_dataset(args.real)
-    distinct = real.distinct_episodes()  # a rollout stored once per wording, once
-    test, train = distinct[: args.test], distinct[args.test :]
-    keep = np.zeros(len(real), bool)
-    keep[train] = True
-    fit_on = real.select(keep)
+    fit_on, test = held_out_split(real, args.test)
     if args.extra_real:
         fit_on = RolloutDataset.concatenate([fit_on, *map(load_dataset, args.extra_real)])
     sets = action_sets(real, test, args.noise, seed=0)

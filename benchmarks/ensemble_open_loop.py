@@ -50,6 +50,15 @@ def open_loop_errors(scorer: TransitionEnsemble, data, episodes, context, horizo
     return errors
 
 
+def held_out_split(real, test: int):
+    """``(fit_on, held_out)``: the first ``test`` distinct rollouts held out (their indices) and
+    the dataset of the other distinct ones (a rollout stored once per wording, once)."""
+    distinct = real.distinct_episodes()
+    keep = np.zeros(len(real), bool)
+    keep[distinct[test:]] = True
+    return real.select(keep), distinct[:test]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--real", required=True)
@@ -58,11 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     real = load_dataset(args.real)
-    distinct = real.distinct_episodes()  # a rollout stored once per wording, once
-    test, train = distinct[: args.test], distinct[args.test :]
-    keep = np.zeros(len(real), bool)
-    keep[train] = True
-    fit_on = real.select(keep)
+    fit_on, test = held_out_split(real, args.test)
     settings = {
         "hidden": [200, 200],
         "max_steps": args.max_steps,
