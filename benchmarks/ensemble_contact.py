@@ -72,18 +72,15 @@ def with_offsets(context: Context) -> Context:
     return extended
 
 
-def open_loop(
-    scorer: TransitionEnsemble, episode, context: Context, member: int | None = None
-) -> np.ndarray:
+def open_loop(scorer: TransitionEnsemble, episode, context: Context) -> np.ndarray:
     """The episode's states rolled forward from its first with its own actions, by the
-    members' mean change (``member``: by that member alone)."""
+    members' mean change (as ``imagine`` advances states)."""
     task = Task.from_spec(episode.task_spec)
     states = [np.asarray(episode.states[0], np.float32)]
     actions = np.asarray(episode.actions)
     for t in range(len(actions)):
         step = context(task, np.stack(states), actions[: t + 1])[-1:]
-        nxt = scorer.next_states(states[-1][None], actions[t : t + 1], step, member=member)
-        states.append(nxt[0])
+        states.append(scorer.next_states(states[-1][None], actions[t : t + 1], step)[0])
     return np.stack(states)
 
 
@@ -109,19 +106,14 @@ def measure(
     against the simulator's on every action set."""
     hand, obj = {10: [], 30: [], "end": []}, {10: [], 30: [], "end": []}
     row: dict[str, float] = {}
-    members = len(scorer.ensemble)
     for noise, episodes in sets.items():
         imagined_success, member_successes = [], []
         for episode in episodes:
             task = Task.from_spec(episode.task_spec)
             imagined = open_loop(scorer, episode, context).astype(np.float64)
             imagined_success.append(bool(np.any(task.success(imagined))))
-            member_successes.append(
-                sum(
-                    bool(np.any(task.success(open_loop(scorer, episode, context, m))))
-                    for m in range(members)
-                )
-            )
+            alone = scorer.member_rollouts(task, episode.states[0], episode.actions)
+            member_successes.append(sum(bool(np.any(task.success(r))) for r in alone))
             if noise:
                 continue
             real = np.asarray(episode.states, np.float64)
@@ -132,7 +124,7 @@ def measure(
                 obj[key].append(1000 * np.linalg.norm(imagined[t, where] - real[t, where]))
         rules = {
             "mean": np.array(imagined_success),
-            "all members": np.array(member_successes) == members,
+            "all members": np.array(member_successes) == len(scorer.ensemble),
         }
         row[f"σ {noise}: sim successes"] = f"{judged[noise].sum()}"
         for rule, own in rules.items():
