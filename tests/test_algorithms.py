@@ -396,6 +396,38 @@ def test_discrete_cql_conservative_gap_on_imaginary_rows(mode):
     assert torch.allclose(m.conservative_gap(q_all, q_data, source, weight), expected_weighted)
 
 
+def test_discrete_cql_imaginary_conservative_weight_scales_imagined_rows():
+    """A weight ``c`` counts each imaginary row ``c`` times in the conservative gap: 0 gives
+    ``td_only``'s gap, 1 ``like_real``'s, and 0.5 the mean with the imaginary row at half."""
+    q_all = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0], [4.0, 0.0, 0.0, 0.0]])
+    q_data = torch.tensor([0.0, 4.0, 0.0])
+    source = torch.tensor([0, 0, 1], dtype=torch.uint8)
+    gap = torch.logsumexp(q_all, -1) - q_data
+
+    def module(**kw):
+        return DiscreteCQL(state_dim=3, action_spec={"type": "discrete", "n": 4}, **kw)
+
+    def scaled(c, weight=None):
+        return module(imaginary_conservative_weight=c).conservative_gap(
+            q_all, q_data, source, weight
+        )
+
+    td_only = module(imaginary_conservative="td_only").conservative_gap(
+        q_all, q_data, source, None
+    )
+    assert torch.allclose(scaled(0.0), td_only)
+    assert torch.allclose(scaled(1.0), gap.mean())
+    assert torch.allclose(scaled(0.5), (gap[0] + gap[1] + 0.5 * gap[2]) / 2.5)
+    weight = torch.tensor([1.0, 0.5, 2.0])  # sample weights multiply the row weights
+    assert torch.allclose(
+        scaled(0.5, weight), (gap[0] + 0.5 * gap[1] + 1.0 * gap[2]) / (1.0 + 0.5 + 1.0)
+    )
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        module(imaginary_conservative_weight=1.5)
+    with pytest.raises(ValueError, match="like_real"):
+        module(imaginary_conservative="push_down", imaginary_conservative_weight=0.5)
+
+
 def test_discrete_cql_rejects_an_unknown_imaginary_conservative():
     with pytest.raises(ValueError, match="imaginary_conservative"):
         DiscreteCQL(

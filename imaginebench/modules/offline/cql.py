@@ -56,6 +56,9 @@ class DiscreteCQL(OfflineRLModule):
             is pushed down on every row, the data action pushed up on real rows only, so an
             imagined action is never favoured) or ``td_only`` (imaginary rows enter the TD
             loss only).
+        imaginary_conservative_weight: with ``like_real``, how much an imaginary row counts in
+            the conservative term beside a real row (1: alike; 0: as ``td_only``; between: the
+            term at imagined states scaled down).
         **kwargs: see :class:`OfflineRLModule`.
     """
 
@@ -73,6 +76,7 @@ class DiscreteCQL(OfflineRLModule):
         double_q: bool = True,
         undiscounted_td_bug: bool = False,
         imaginary_conservative: ImaginaryConservative = "like_real",
+        imaginary_conservative_weight: float = 1.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -82,7 +86,17 @@ class DiscreteCQL(OfflineRLModule):
                 f"imaginary_conservative must be one of {get_args(ImaginaryConservative)}, "
                 f"got {imaginary_conservative!r}"
             )
+        if not 0.0 <= imaginary_conservative_weight <= 1.0:
+            raise ValueError(
+                "imaginary_conservative_weight must be in [0, 1], "
+                f"got {imaginary_conservative_weight}"
+            )
+        if imaginary_conservative_weight != 1.0 and imaginary_conservative != "like_real":
+            raise ValueError(
+                "imaginary_conservative_weight applies to imaginary_conservative='like_real' only"
+            )
         self.imaginary_conservative = imaginary_conservative
+        self.imaginary_conservative_weight = imaginary_conservative_weight
         self.lr, self.gamma, self.alpha = lr, gamma, alpha
         self.target_update_interval, self.double_q = target_update_interval, double_q
         self.undiscounted_td_bug = undiscounted_td_bug
@@ -121,9 +135,12 @@ class DiscreteCQL(OfflineRLModule):
         """``E[logsumexp_a Q(s, a)] - E[Q(s, a_data)]`` over the rows
         ``imaginary_conservative`` says (``source``: 1 on imaginary rows)."""
         logsumexp = torch.logsumexp(q_all, dim=-1)
-        if self.imaginary_conservative == "like_real":
-            return weighted_mean(logsumexp - q_data, weight)
         real = (source == 0).to(q_data.dtype)
+        if self.imaginary_conservative == "like_real":
+            if self.imaginary_conservative_weight == 1.0:
+                return weighted_mean(logsumexp - q_data, weight)
+            row = real + (1 - real) * self.imaginary_conservative_weight
+            return weighted_mean(logsumexp - q_data, row if weight is None else row * weight)
         real_weight = real if weight is None else real * weight
         pushed_up = weighted_mean(q_data, real_weight)
         if self.imaginary_conservative == "push_down":
