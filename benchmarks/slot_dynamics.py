@@ -15,7 +15,8 @@ holds unseen entities still. This fits a *slot* model on the same real training 
   unknown type does near the hand; an entity type the training data never moves enters with
   its type hidden, or is held still (``--unseen static``). The wall is static (a domain fact),
   empty slots stay empty, a type's entries its real changes leave alone stay as they are, a
-  change stays within the range of real changes, and quaternions stay unit quaternions.
+  change stays within the range of real changes, quaternions stay unit quaternions, and the
+  hand and gripper stay within the observation's bounds.
 
 Five members (different initialisations and mini-batches). Measured on real data only (the
 simulator made it; here it judges the model): held-out training episodes as
@@ -50,6 +51,8 @@ from imaginebench.envs.metaworld.layout import (
     ENTITY_DIM,
     GRIPPER,
     HAND,
+    HAND_HIGH,
+    HAND_LOW,
     TASK_ENTITIES,
     entity_pos,
     entity_slice,
@@ -262,6 +265,9 @@ class SlotDynamics:
         chosen = range(len(self.ensemble)) if member is None else [member]
         change = np.mean([self._change(m, s, a, c) for m in chosen], 0)
         out = s + change
+        # the observation's own bounds: the hand in Meta-World's box, the gripper in [0, 1]
+        out[:, HAND] = np.clip(out[:, HAND], HAND_LOW, HAND_HIGH)
+        out[:, GRIPPER] = np.clip(out[:, GRIPPER], 0.0, 1.0)
         for name in ENTITIES:  # a quaternion stays a unit quaternion (zeros stay zeros)
             quat = entity_slice(name).start + 3
             norm = np.linalg.norm(out[:, quat : quat + 4], axis=1, keepdims=True)
