@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from ensemble_open_loop import held_out_split
+from ensemble_open_loop import ensemble_settings, held_out_split
 
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
@@ -167,13 +167,7 @@ def main() -> None:
     columns = None
     for name in args.variants:
         for max_steps in args.max_steps:
-            settings = {
-                "hidden": args.hidden,
-                "max_steps": max_steps,
-                "eval_every": 500,
-                "patience": 4,
-                "nll_beta": 1.0,
-            }
+            settings = ensemble_settings(max_steps, args.hidden)
             started = time.time()
             scorer = TransitionEnsemble.fit(fit_on, settings, context=contexts[name])
             fitted = time.time() - started

@@ -10,7 +10,8 @@ episode forward from its first state with its own actions, feeding the model its
 predictions, and prints the median error of the hand position (mm) after 1, 5, 10, 20 and 30
 steps (docs/metaworld.md):
 
-    python benchmarks/ensemble_open_loop.py --real ~/.cache/imaginebench/metaworld_train_real_n2000_s0_e0.05_p5_x3.h5
+    python benchmarks/ensemble_open_loop.py \\
+        --real ~/.cache/imaginebench/metaworld_train_real_n2000_s0_e0.05_p5_x3.h5
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def open_loop_errors(scorer: TransitionEnsemble, data, episodes, context, horizo
     return errors
 
 
+def ensemble_settings(max_steps: int, hidden: list[int] | None = None) -> dict:
+    """The members' settings these benchmarks fit (the imagine config's: beta-NLL, 200-200
+    units, early stopping every 500 updates) at ``max_steps`` updates."""
+    return {
+        "hidden": hidden or [200, 200],
+        "max_steps": max_steps,
+        "eval_every": 500,
+        "patience": 4,
+        "nll_beta": 1.0,
+    }
+
+
 def held_out_split(real, test: int):
     """``(fit_on, held_out)``: the first ``test`` distinct rollouts held out (their indices) and
     the dataset of the other distinct ones (a rollout stored once per wording, once)."""
@@ -68,13 +81,7 @@ def main() -> None:
     torch.set_num_threads(1)
     real = load_dataset(args.real)
     fit_on, test = held_out_split(real, args.test)
-    settings = {
-        "hidden": [200, 200],
-        "max_steps": args.max_steps,
-        "eval_every": 500,
-        "patience": 4,
-        "nll_beta": 1.0,
-    }
+    settings = ensemble_settings(args.max_steps)
     variants = {
         "state and action": None,
         "+ last change": last_change,

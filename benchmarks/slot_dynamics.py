@@ -40,7 +40,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 from ensemble_contact import action_sets, measure
-from ensemble_open_loop import held_out_split
+from ensemble_open_loop import ensemble_settings, held_out_split
 from torch import Tensor, nn
 
 from imaginebench.data.dataset import RolloutDataset
@@ -401,13 +401,7 @@ def main() -> None:
             )
             detail = f"types that move: {sorted(model.moved_types)}"
         else:
-            settings = {
-                "hidden": [200, 200],
-                "max_steps": args.max_steps,
-                "eval_every": 500,
-                "patience": 4,
-                "nll_beta": 1.0,
-            }
+            settings = ensemble_settings(args.max_steps)
             model = TransitionEnsemble.fit(fit_on, settings, context=dynamics_context)
             detail = f"{int(model.metrics['updates'])} updates"
         print(f"\n## {name}: fitted in {time.time() - started:.0f} s; {detail}\n", flush=True)
