@@ -39,7 +39,7 @@ from collections import defaultdict
 
 import numpy as np
 import torch
-from ensemble_contact import action_sets, measure
+from ensemble_contact import action_sets, measure, open_loop
 from ensemble_open_loop import ensemble_settings, held_out_split
 from torch import Tensor, nn
 
@@ -145,7 +145,7 @@ class SlotDynamics:
     ) -> None:
         if unseen not in ("untyped", "static"):
             raise ValueError(f"unseen must be 'untyped' or 'static', got {unseen!r}")
-        self.hidden, self.moved_types, self.momentum = hidden, moved_types, momentum
+        self.moved_types, self.momentum = moved_types, momentum
         self.unseen = unseen
         self.ensemble = [
             (mlp(HAND_FEATURES, 4, hidden), mlp(TYPES.stop, ENTITY_DIM, hidden))
@@ -288,17 +288,6 @@ class SlotDynamics:
         return out
 
 
-def rollout(model, episode) -> np.ndarray:
-    """The episode rolled forward from its first state with its own actions (members' mean)."""
-    task = Task.from_spec(episode.task_spec)
-    actions = np.asarray(episode.actions, np.float32)
-    states = [np.asarray(episode.states[0], np.float32)]
-    for t in range(len(actions)):
-        step = dynamics_context(task, np.stack(states), actions[: t + 1])[-1:]
-        states.append(model.next_states(states[-1][None], actions[t : t + 1], step)[0])
-    return np.stack(states)
-
-
 def novel_table(
     model,
     sets: dict[float, list],
@@ -313,22 +302,19 @@ def novel_table(
     per_task: dict[str, list[int]] = defaultdict(list)
     for i, episode in enumerate(sets[0.0]):
         per_task[Task.from_spec(episode.task_spec).name].append(i)
-    own = {
-        noise: np.array(
-            [
-                bool(np.any(Task.from_spec(ep.task_spec).success(rollout(model, ep).astype(float))))
-                for ep in episodes
-            ]
-        )
-        for noise, episodes in sets.items()
-    }
+
+    def own_success(episode) -> bool:
+        imagined = open_loop(model, episode, dynamics_context).astype(np.float64)
+        return bool(np.any(Task.from_spec(episode.task_spec).success(imagined)))
+
+    own = {noise: np.array([own_success(ep) for ep in eps]) for noise, eps in sets.items()}
     lines = []
     for name, rows in sorted(per_task.items()):
         errors, moved = defaultdict(list), defaultdict(list)
         for i in rows:
             episode = sets[0.0][i]
             real = np.asarray(episode.states, np.float64)
-            imagined = rollout(model, episode).astype(np.float64)
+            imagined = open_loop(model, episode, dynamics_context).astype(np.float64)
             for step in steps:
                 t = min(step, len(real) - 1)
                 at = "end" if step >= 1000 else step
