@@ -412,9 +412,7 @@ def test_discrete_cql_imaginary_conservative_weight_scales_imagined_rows():
             q_all, q_data, source, weight
         )
 
-    td_only = module(imaginary_conservative="td_only").conservative_gap(
-        q_all, q_data, source, None
-    )
+    td_only = module(imaginary_conservative="td_only").conservative_gap(q_all, q_data, source, None)
     assert torch.allclose(scaled(0.0), td_only)
     assert torch.allclose(scaled(1.0), gap.mean())
     assert torch.allclose(scaled(0.5), (gap[0] + gap[1] + 0.5 * gap[2]) / 2.5)
