@@ -20,8 +20,9 @@ import numpy as np
 from imaginebench.data.dataset import RolloutDataset
 from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
-from imaginebench.envs import get_domain, make
-from imaginebench.envs.base import EpisodeSpec, Task
+from imaginebench.envs import get_domain
+from imaginebench.envs.base import Task
+from imaginebench.imagination.quality import replay
 
 
 def main() -> None:
@@ -31,24 +32,11 @@ def main() -> None:
     args = parser.parse_args()
     data = load_dataset(args.imagined)
     domain = get_domain(data.domain)
-    envs: dict[str, object] = {}
     episodes, drift = [], []
-    for i in range(len(data)):
+    for i, (states, success) in enumerate(replay(data.domain, map(data.episode, range(len(data))))):
         ep = data.episode(i)
-        if ep.level not in envs:  # no time limit: the rollout's own actions set the length
-            envs[ep.level] = make(data.domain, ep.level, max_episode_steps=10**9).unwrapped
-        env = envs[ep.level]
         task = Task.from_spec(ep.task_spec)
-        env.reset(options={"episode": EpisodeSpec(task, ep.instruction, ep.states[0], ep.level)})
-        states, actions, success = [np.asarray(ep.states[0], np.float32)], [], False
-        for action in ep.actions:
-            obs, _, terminated, _, info = env.step(action)
-            states.append(np.asarray(obs, np.float32))
-            actions.append(action)
-            success = bool(info["is_success"])
-            if success or terminated:
-                break
-        states, actions = np.stack(states), np.asarray(actions, np.float32)
+        actions = np.asarray(ep.actions[: len(states) - 1], np.float32)
         shared = min(len(states), len(ep.states))
         hand_gap = np.linalg.norm(states[:shared, :3] - ep.states[:shared, :3], axis=1)
         drift.append(np.median(hand_gap))
@@ -65,8 +53,6 @@ def main() -> None:
                 confidence={},
             )
         )
-    for env in envs.values():
-        env.close()  # type: ignore[attr-defined]
     copy = RolloutDataset.from_episodes(
         episodes,
         domain=data.domain,

@@ -59,7 +59,11 @@ from imaginebench.envs.metaworld.layout import (
     tcp,
 )
 from imaginebench.envs.metaworld.mocap import dynamics_context
-from imaginebench.imagination.confidence import TransitionEnsemble, dataset_context
+from imaginebench.imagination.confidence import (
+    TransitionEnsemble,
+    dataset_context,
+    entries_that_barely_change,
+)
 from imaginebench.imagination.quality import replayed_success
 
 STATIC = ("wall",)
@@ -185,7 +189,10 @@ class SlotDynamics:
             change = (s2 - s)[rows][:, entity_slice(entity)]
             if np.abs(change).max() > FLOOR:
                 moved.add(entity)
-            still[entity] = (change.std(0) <= FLOOR) & (np.abs(change.mean(0)) <= FLOOR)
+            still[entity] = entries_that_barely_change(
+                torch.as_tensor(s[rows][:, entity_slice(entity)]),
+                torch.as_tensor(s2[rows][:, entity_slice(entity)]),
+            ).numpy()
             e_in.append(
                 entity_inputs(s[rows], actions[rows], context[rows], entity, True, momentum)
             )

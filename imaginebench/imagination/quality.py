@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -64,27 +64,35 @@ def quality_report(domain: str, level: str, episodes: Sequence[Episode]) -> Qual
     )
 
 
+def replay(domain: str, episodes: Sequence[Episode]) -> Iterator[tuple[np.ndarray, bool]]:
+    """Per episode, its actions executed in the simulator from its first state until the
+    instruction is accomplished (or they run out, or the episode terminates): the ``(t + 1, D)``
+    states visited, the first included, and whether the instruction was accomplished."""
+    envs: dict[str, Any] = {}
+    try:
+        for ep in episodes:
+            if ep.level not in envs:  # no time limit: the episode's own actions set the length
+                envs[ep.level] = make(domain, ep.level, max_episode_steps=10**9).unwrapped
+            env = envs[ep.level]
+            spec = EpisodeSpec(Task.from_spec(ep.task_spec), ep.instruction, ep.states[0], ep.level)
+            env.reset(options={"episode": spec})
+            states, success = [np.asarray(ep.states[0], np.float32)], False
+            for action in ep.actions:
+                obs, _, terminated, _, info = env.step(action)
+                states.append(np.asarray(obs, np.float32))
+                success = bool(info["is_success"])
+                if success or terminated:
+                    break
+            yield np.stack(states), success
+    finally:
+        for env in envs.values():
+            env.close()
+
+
 def replayed_success(domain: str, episodes: Sequence[Episode]) -> np.ndarray:
     """``(N,)`` bool: executing each episode's actions in the simulator from its first state
     accomplishes its instruction at some step."""
-    envs: dict[str, object] = {}
-    out = np.zeros(len(episodes), dtype=bool)
-    for i, ep in enumerate(episodes):
-        if ep.level not in envs:  # no time limit: the episode's own actions set the length
-            envs[ep.level] = make(domain, ep.level, max_episode_steps=10**9).unwrapped
-        env = envs[ep.level]
-        spec = EpisodeSpec(Task.from_spec(ep.task_spec), ep.instruction, ep.states[0], ep.level)
-        env.reset(options={"episode": spec})
-        for action in ep.actions:
-            _, _, terminated, _, info = env.step(action)
-            if info["is_success"]:
-                out[i] = True
-                break
-            if terminated:
-                break
-    for env in envs.values():
-        env.close()
-    return out
+    return np.array([success for _, success in replay(domain, episodes)], dtype=bool)
 
 
 def format_table(reports: Sequence[QualityReport]) -> str:
