@@ -107,13 +107,14 @@ def measure(
     hand, obj = {10: [], 30: [], "end": []}, {10: [], 30: [], "end": []}
     row: dict[str, float] = {}
     for noise, episodes in sets.items():
-        imagined_success, member_successes = [], []
+        imagined_success, member_successes, members = [], [], 0
         for episode in episodes:
             task = Task.from_spec(episode.task_spec)
             imagined = open_loop(scorer, episode, context).astype(np.float64)
             imagined_success.append(bool(np.any(task.success(imagined))))
             alone = scorer.member_rollouts(task, episode.states[0], episode.actions)
             member_successes.append(sum(bool(np.any(task.success(r))) for r in alone))
+            members = len(alone)
             if noise:
                 continue
             real = np.asarray(episode.states, np.float64)
@@ -124,7 +125,7 @@ def measure(
                 obj[key].append(1000 * np.linalg.norm(imagined[t, where] - real[t, where]))
         rules = {
             "mean": np.array(imagined_success),
-            "all members": np.array(member_successes) == len(scorer.ensemble),
+            "all members": np.array(member_successes) == members,
         }
         row[f"σ {noise}: sim successes"] = f"{judged[noise].sum()}"
         for rule, own in rules.items():

@@ -1286,6 +1286,58 @@ def test_metaworld_imagination_feeds_the_ensemble_its_mocap_context(tmp_path, mo
             np.testing.assert_allclose(seen[t][2][i], expected[t], atol=1e-5)
 
 
+def test_metaworld_imagination_with_the_slot_model(tmp_path, monkeypatch):
+    """``state_model: slots`` advances every imagined Meta-World state with the slot model
+    fitted on the real data (the ensemble still gives the context and the confidence); the
+    provenance holds both models' settings, so the manifest's command repeats them. Other
+    domains, and slot settings without the slot model, are refused."""
+    pytest.importorskip("metaworld")
+    from imaginebench.data.shipped import _regenerate_command
+    from imaginebench.envs.metaworld.slots import SlotDynamics
+    from imaginebench.imagination.confidence import TransitionEnsemble
+    from imaginebench.imagination.run import imagine_level
+
+    dm = _real_datamodule(tmp_path, "metaworld", 4)
+    ckpt = _fitted_checkpoint(tmp_path, dm, _tiny(dm, window=10), steps=2)
+    calls = {"slots": 0}
+    original = SlotDynamics.next_states
+
+    def next_states(self, states, actions, context=None, member=None):
+        calls["slots"] += 1
+        return original(self, states, actions, context, member)
+
+    monkeypatch.setattr(SlotDynamics, "next_states", next_states)
+    monkeypatch.setattr(
+        TransitionEnsemble, "next_states", lambda *a, **k: pytest.fail("the ensemble stepped")
+    )
+    slots = {"members": 1, "hidden": [16], "max_steps": 5}
+    ensemble = {"members": 2, "hidden": [16], "max_steps": 20, "eval_every": 10}
+
+    def imagine(out, **kwargs):
+        return imagine_level(
+            "easy",
+            str(ckpt),
+            str(tmp_path / out),
+            domain=kwargs.pop("domain", "metaworld"),
+            rollouts=2,
+            horizon=6,
+            progress=False,
+            ensemble=ensemble,
+            **kwargs,
+        )
+
+    imagined, _ = imagine("s.h5", state_model="slots", slots=slots)
+    assert calls["slots"] == 6 and list(imagined.episode_lengths()) == [6, 6]
+    fitted = imagined.provenance["state_model"]["slots"]
+    assert fitted["slots"]["max_steps"] == 5 and fitted["ensemble"]["members"] == 2
+    command = _regenerate_command(imagined.provenance, "metaworld", "x.h5")
+    assert "--state_model slots --slots '" in command and "--ensemble '" in command
+    with pytest.raises(ValueError, match="use it with state_model: slots"):
+        imagine("x.h5", state_model="ensemble", slots=slots)
+    with pytest.raises(ValueError, match="Meta-World's object-centric model, not clevr's"):
+        imagine("c.h5", state_model="slots", domain="clevr")
+
+
 def test_babyai_grounding_imagines_integer_grid_states(tmp_path):
     """The pipeline is domain-generic: a BabyAI grounding checkpoint imagines rollouts whose
     states are rounded to the grid's integers and which are judged by BabyAI's quality judge."""

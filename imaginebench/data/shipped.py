@@ -63,8 +63,10 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
     elif isinstance(provenance.get("state_model"), dict):  # a fitted model
         name, fitted = next(iter(provenance["state_model"].items()))
         command += f"--state_model {name} "
-        if isinstance(fitted, dict) and isinstance(fitted.get(name), dict):  # its settings
-            command += f"--{name} '{json.dumps(fitted[name], sort_keys=True)}' "
+        # its settings (the slot model's, then the ensemble's that gave its context)
+        for part in dict.fromkeys([name, "ensemble"]):
+            if isinstance(fitted, dict) and isinstance(fitted.get(part), dict):
+                command += f"--{part} '{json.dumps(fitted[part], sort_keys=True)}' "
     if provenance.get("ensemble_real"):  # the ensemble's own real data
         command += f"--ensemble_real {provenance['ensemble_real']} "
     command += f"--out {out} --overwrite true"

@@ -34,6 +34,7 @@ from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import file_sha256, resolve_data_path
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import Level, Task, action_spec_of, check_level
+from imaginebench.envs.metaworld.slots import SlotConfig, SlotDynamics
 from imaginebench.imagination.confidence import (
     ENSEMBLE,
     LIKELIHOOD,
@@ -82,8 +83,9 @@ def imagine_level(
     progress: bool = True,
     ensemble_confidence: bool = False,
     ensemble: EnsembleConfig | Mapping[str, Any] | None = None,
-    state_model: Literal["lm", "ensemble"] = "lm",
+    state_model: Literal["lm", "ensemble", "slots"] = "lm",
     ensemble_real: str | None = None,
+    slots: SlotConfig | Mapping[str, Any] | None = None,
 ) -> tuple[RolloutDataset, QualityReport]:
     """Imagine ``rollouts`` episodes of ``level`` with the grounding checkpoint; write ``out``.
 
@@ -105,11 +107,16 @@ def imagine_level(
             fitted on the real data the checkpoint was fine-tuned on (tens of seconds).
         ensemble: that ensemble's settings (:class:`EnsembleConfig` or a dict of its fields).
         state_model: what advances the imagined state: ``lm`` (the grounded LM's state head,
-            KALM's imagination) or ``ensemble`` (that dynamics ensemble, fitted on the real
-            data; the LM then only chooses the actions). Never the simulator.
+            KALM's imagination), ``ensemble`` (that dynamics ensemble, fitted on the real
+            data; the LM then only chooses the actions) or, on Meta-World, ``slots`` (the
+            object-centric model of :mod:`imaginebench.envs.metaworld.slots`, fitted on the
+            same real data; the ensemble still gives the context and the confidence). Never
+            the simulator.
         ensemble_real: the real dataset that ensemble is fitted on (a path or
             ``shipped:<domain>/<file>``), e.g. more real episodes of the training tasks than
             the grounding saw; default: the real data the checkpoint was fine-tuned on.
+        slots: the slot model's settings with ``state_model: slots`` (:class:`SlotConfig`
+            or a dict of its fields).
     """
     from imaginebench.modules.grounding import GroundingModule
 
@@ -130,8 +137,15 @@ def imagine_level(
         )
     if rollouts < 1:
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
-    if state_model not in ("lm", "ensemble"):
-        raise ValueError(f"state_model must be 'lm' or 'ensemble', got {state_model!r}")
+    if state_model not in ("lm", "ensemble", "slots"):
+        raise ValueError(f"state_model must be 'lm', 'ensemble' or 'slots', got {state_model!r}")
+    if state_model == "slots" and domain != "metaworld":
+        raise ValueError(
+            f"state_model 'slots' is Meta-World's object-centric model, not {domain}'s"
+        )
+    if slots is not None and state_model != "slots":
+        raise ValueError("slots sets the slot model: use it with state_model: slots")
+    slot_config = as_config(slots, SlotConfig, "slots") or SlotConfig()
     module = GroundingModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     module.merge_lora()  # inference only: one matmul per projection instead of three
     if module.model.hidden_action is not None and state_model == "lm":
@@ -142,7 +156,8 @@ def imagine_level(
     env = make(domain, level).unwrapped
     limit = int(env.max_episode_steps)
     needs_horizon = horizon is None and filters.horizon_quantile is not None
-    decodes_with_ensemble = state_model == "ensemble" or filters.min_confidence is not None
+    fitted_states = state_model in ("ensemble", "slots")
+    decodes_with_ensemble = fitted_states or filters.min_confidence is not None
     needs_ensemble = decodes_with_ensemble or ensemble_confidence
     nearest_seen = decoding.guidance_reference == "nearest_seen"
     needs_real = (
@@ -205,6 +220,7 @@ def imagine_level(
             "decoding": asdict(decoding),
             "filters": asdict(filters),
             "state_model": state_model,
+            "slots": slot_config.to_dict() if state_model == "slots" else None,
             "ensemble": None
             if not decodes_with_ensemble
             else {
@@ -218,6 +234,10 @@ def imagine_level(
     scorer = how = None
     if needs_ensemble:
         scorer, how = fit_ensemble_on(ensemble_real_path, ensemble, progress, loaded=ensemble_data)
+    next_states = scorer.next_states if fitted_states else None
+    if state_model == "slots":
+        log.info("fitting the slot model on %s", ensemble_real_path)
+        next_states = SlotDynamics.fit(ensemble_data, slot_config).next_states
     torch.manual_seed(seed)
     started = time.perf_counter()
     legal = spec.make_quality().legal if filters.reject_illegal else None
@@ -229,7 +249,7 @@ def imagine_level(
         spec.integer_states,
         legal,
         filters.illegal_retries,
-        dynamics=scorer.next_states if state_model == "ensemble" else None,
+        dynamics=next_states,
         journal=journal,
         confidence=None if filters.min_confidence is None else scorer.transition_confidence,
         min_confidence=filters.min_confidence,
@@ -298,9 +318,7 @@ def imagine_level(
             "guidance": decoding.guidance,
             "guidance_reference": decoding.guidance_reference,
         },
-        "state_model": state_model
-        if state_model == "lm"
-        else {"ensemble": {k: v for k, v in how.items() if k != "method"}},
+        "state_model": _state_model_provenance(state_model, how, slot_config),
         "ensemble_real": ensemble_real,
         "seconds": round(seconds, 1),
     }
@@ -387,6 +405,19 @@ def _fill_start_bins(
         report["rounds"] = draw
     report["kept"] = per_bin([r.spec for r in kept]).tolist()
     return kept, counts, report
+
+
+def _state_model_provenance(
+    state_model: str, how: dict[str, Any] | None, slots: SlotConfig
+) -> str | dict[str, Any]:
+    """What advanced the imagined states: ``lm``, or the fitted model with its settings (the
+    slot model's beside the ensemble that gave its context and confidence)."""
+    if state_model == "lm":
+        return "lm"
+    fitted = {k: v for k, v in how.items() if k != "method"}
+    if state_model == "slots":
+        return {"slots": {"slots": slots.to_dict(), **fitted}}
+    return {"ensemble": fitted}
 
 
 def _covered(tasks: Sequence[Task], kept: Sequence[ImaginedRollout]) -> int:
