@@ -431,3 +431,32 @@ def test_discrete_cql_rejects_an_unknown_imaginary_conservative():
         DiscreteCQL(
             state_dim=3, action_spec={"type": "discrete", "n": 4}, imaginary_conservative="off"
         )
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_state_entry_the_real_data_never_vary_enters_the_policy_at_its_mean():
+    """An entry constant in the training data (Meta-World's wall slot, zero in every training
+    task) is standardised to 0 whatever its value, so a novel level's wall neither moves nor
+    saturates the policy's actions (before, it entered a thousand spreads away and every
+    action of a wall task was at the bounds); the other entries are standardised as before."""
+    from helpers import LEFT, RIGHT, LineTask, TaskDataModule, trainer
+
+    task = LineTask(discrete=False)
+    data = task.dataset(LEFT[:2] + RIGHT[:2], 40, seed=0)
+    data.states[:, 2] = 0.25  # entry 2 never varies
+    m = BC(state_dim=3, action_spec=task.action_spec, hidden=(32, 32))
+    trainer(20).fit(m, TaskDataModule(data, batch_size=32))
+    state = torch.as_tensor(data.states[:4]).clone()
+    seen = m.normalize(state)
+    state[:, 2] = 40.0  # a value the data never had
+    unseen = m.normalize(state)
+    torch.testing.assert_close(unseen, seen)
+    assert (unseen[:, 2] == 0).all()
+    real = torch.as_tensor(data.states)
+    torch.testing.assert_close(
+        unseen[:, :2], ((state - real.mean(0)) / real.std(0))[:, :2], rtol=1e-4, atol=1e-4
+    )
+    instructions = [LEFT[0]] * 4
+    np.testing.assert_array_equal(
+        m.act(data.states[:4], instructions), m.act(state.numpy(), instructions)
+    )

@@ -40,6 +40,7 @@ from torch.func import functional_call
 
 from imaginebench.batch import PreparedBatch, RolloutData
 from imaginebench.modules.backbone import DEFAULT_ENCODER, InstructionBank, Pooling
+from imaginebench.modules.dynamics import SPREAD_FLOOR
 
 LossParts = dict[str, tuple[str, ...]]  # loss term -> top-level submodules it may train
 # Plain attributes written on every step: Lightning's hook bookkeeping (set twice per hook call,
@@ -285,7 +286,7 @@ class OfflineRLModule(L.LightningModule):
         if stage == "fit" and self.normalize_states:
             mean, std = data.state_stats()
             self.state_mean.copy_(mean)
-            self.state_std.copy_(std.clamp_min(1e-3))
+            self.state_std.copy_(std.clamp_min(SPREAD_FLOOR))
         if stage == "fit" and self.standardize_instructions and len(data.instructions) > 1:
             table = self.bank(self.data_to_bank.to(self.device))
             self.instruction_mean.copy_(table.mean(0))
@@ -297,7 +298,13 @@ class OfflineRLModule(L.LightningModule):
         self.checkpoint_step = int(checkpoint.get("global_step", 0))
 
     def normalize(self, state: Tensor) -> Tensor:
-        return (state - self.state_mean) / self.state_std
+        """States standardised by the real data's mean and spread; an entry the real data never
+        vary (spread at most :data:`~imaginebench.modules.dynamics.SPREAD_FLOOR`) is given as
+        its mean, 0, whatever its value, as the grounding LM and the dynamics ensemble do: the
+        policy learned nothing of it, and a novel level's value (Meta-World's wall) would
+        otherwise enter a thousand spreads away and saturate every action."""
+        standardised = (state - self.state_mean) / self.state_std
+        return standardised.masked_fill(self.state_std <= SPREAD_FLOOR, 0.0)
 
     def embed(self, bank_ids: Tensor) -> Tensor:
         """Instruction embeddings for bank ids (on the module's device), standardised."""
