@@ -3,7 +3,7 @@
 The imagine config's dynamics ensemble reads the whole 91-d state, so a scene it never saw
 (two entities together, as in ``hard``'s make-coffee and locked-door-open; an entity no
 training task has, as hammer's and soccer's) is an input unlike any it was fitted on. This
-fits the slot model of :mod:`imaginebench.envs.metaworld.slots` (a hand model and one entity
+fits the slot model of :mod:`imaginebench.imagination.slots` (a hand model and one entity
 model shared by every slot, with domain facts as bounds; ``--momentum``, ``--type-dropout``
 and ``--unseen`` set its :class:`SlotConfig`) on the same real training data instead.
 
@@ -35,9 +35,9 @@ from imaginebench.data.format import load_dataset
 from imaginebench.envs.base import Task
 from imaginebench.envs.metaworld.layout import HAND, TASK_ENTITIES, entity_pos
 from imaginebench.envs.metaworld.mocap import dynamics_context
-from imaginebench.envs.metaworld.slots import SlotConfig, SlotDynamics
 from imaginebench.imagination.confidence import TransitionEnsemble
 from imaginebench.imagination.quality import replayed_success
+from imaginebench.imagination.slots import SlotConfig, SlotDynamics
 
 
 def novel_table(

@@ -1293,9 +1293,9 @@ def test_metaworld_imagination_with_the_slot_model(tmp_path, monkeypatch):
     domains, and slot settings without the slot model, are refused."""
     pytest.importorskip("metaworld")
     from imaginebench.data.shipped import _regenerate_command
-    from imaginebench.envs.metaworld.slots import SlotDynamics
     from imaginebench.imagination.confidence import TransitionEnsemble
     from imaginebench.imagination.run import imagine_level
+    from imaginebench.imagination.slots import SlotDynamics
 
     dm = _real_datamodule(tmp_path, "metaworld", 4)
     ckpt = _fitted_checkpoint(tmp_path, dm, _tiny(dm, window=10), steps=2)

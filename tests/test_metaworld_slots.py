@@ -1,4 +1,4 @@
-"""The object-centric Meta-World state model (imaginebench.envs.metaworld.slots): it learns the
+"""The object-centric Meta-World state model (imaginebench.imagination.slots): it learns the
 hand's motion from real transitions, keeps the domain's facts whatever the action (the wall
 and empty slots still, unit quaternions, the hand and gripper in bounds), holds still the
 entries real changes never move, and refuses what it cannot model."""
@@ -21,8 +21,8 @@ from imaginebench.envs.metaworld.layout import (  # noqa: E402
     entity_slice,
 )
 from imaginebench.envs.metaworld.mocap import dynamics_context  # noqa: E402
-from imaginebench.envs.metaworld.slots import SlotConfig, SlotDynamics  # noqa: E402
 from imaginebench.imagination.confidence import dataset_context  # noqa: E402
+from imaginebench.imagination.slots import SlotConfig, SlotDynamics  # noqa: E402
 
 TINY = SlotConfig(members=2, hidden=(64,), max_steps=300, seed=0)
 

@@ -34,7 +34,6 @@ from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import file_sha256, resolve_data_path
 from imaginebench.envs import get_domain, make
 from imaginebench.envs.base import Level, Task, action_spec_of, check_level
-from imaginebench.envs.metaworld.slots import SlotConfig, SlotDynamics
 from imaginebench.imagination.confidence import (
     ENSEMBLE,
     LIKELIHOOD,
@@ -65,6 +64,7 @@ from imaginebench.imagination.quality import (
 )
 from imaginebench.imagination.references import NearestSeenInstruction
 from imaginebench.imagination.score import fit_ensemble_on, with_confidence
+from imaginebench.imagination.slots import SlotConfig, SlotDynamics
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def imagine_level(
         state_model: what advances the imagined state: ``lm`` (the grounded LM's state head,
             KALM's imagination), ``ensemble`` (that dynamics ensemble, fitted on the real
             data; the LM then only chooses the actions) or, on Meta-World, ``slots`` (the
-            object-centric model of :mod:`imaginebench.envs.metaworld.slots`, fitted on the
+            object-centric model of :mod:`imaginebench.imagination.slots`, fitted on the
             same real data; the ensemble still gives the context and the confidence). Never
             the simulator.
         ensemble_real: the real dataset that ensemble is fitted on (a path or

@@ -42,6 +42,7 @@ from imaginebench.envs.metaworld.layout import (
     tcp,
 )
 from imaginebench.envs.metaworld.mocap import dynamics_context
+from imaginebench.imagination.confidence import dataset_context, entries_that_barely_change
 
 STATIC = ("wall",)
 FLOOR = 1e-3  # smallest standard deviation of a standardised column; a "moved" change
@@ -175,11 +176,6 @@ class SlotDynamics:
     @classmethod
     def fit(cls, real: RolloutDataset, config: SlotConfig | None = None) -> SlotDynamics:
         """Fit on every transition of the Meta-World dataset ``real``."""
-        from imaginebench.imagination.confidence import (
-            dataset_context,
-            entries_that_barely_change,
-        )
-
         config = config or SlotConfig()
         if real.domain != "metaworld":
             raise ValueError(f"the slot model is Meta-World's; got {real.domain!r} data")
