@@ -43,6 +43,7 @@ from imaginebench.envs.metaworld.layout import (
 )
 from imaginebench.envs.metaworld.mocap import dynamics_context
 from imaginebench.imagination.confidence import dataset_context, entries_that_barely_change
+from imaginebench.modules.backbone import mlp
 
 STATIC = ("wall",)
 FLOOR = 1e-3  # smallest standard deviation of a standardised column; a "moved" change
@@ -144,14 +145,6 @@ class Standard(nn.Module):
         return (x - self.mean) / self.std
 
 
-def mlp(inputs: int, outputs: int, hidden: tuple[int, ...]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [nn.Linear(inputs, width), nn.SiLU()]
-        inputs = width
-    return nn.Sequential(*layers, nn.Linear(inputs, outputs))
-
-
 def _filled(states: np.ndarray, entity: str) -> np.ndarray:
     return np.any(states[:, entity_pos(entity)] != 0, 1)
 
@@ -166,7 +159,10 @@ class SlotDynamics:
     def __init__(self, config: SlotConfig, moved_types: set[str]) -> None:
         self.config, self.moved_types = config, moved_types
         self.members = [
-            (mlp(HAND_FEATURES, 4, config.hidden), mlp(TYPES.stop, ENTITY_DIM, config.hidden))
+            (
+                mlp([HAND_FEATURES, *config.hidden, 4], nn.SiLU),
+                mlp([TYPES.stop, *config.hidden, ENTITY_DIM], nn.SiLU),
+            )
             for _ in range(config.members)
         ]
         self.scales: dict[str, Standard] = {}
