@@ -27,6 +27,14 @@ from imaginebench.modules.backbone import StateInstructionEncoder
 SPREAD_FLOOR = 1e-3
 
 
+def standardize_seen(state: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+    """``(state - mean) / std`` per entry (``std`` clamped at :data:`SPREAD_FLOOR`), with every
+    entry whose spread is at most the floor given as its mean, 0, whatever its value: a model
+    learned nothing of it, and a value it never saw (Meta-World's wall in the novel tasks)
+    would otherwise enter a thousand spreads away."""
+    return ((state - mean) / std).masked_fill(std <= SPREAD_FLOOR, 0.0)
+
+
 class DynamicsEnsemble(nn.Module):
     """Members ``(s, instruction, a) -> (mean, log-variance)`` of a ``target_dim`` target and a
     termination logit; log-variances are softly bounded by learned ``[min, max]``.

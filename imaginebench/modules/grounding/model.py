@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from imaginebench.modules.dynamics import SPREAD_FLOOR
+from imaginebench.modules.dynamics import SPREAD_FLOOR, standardize_seen
 from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.sequences import (
     ACTION,
@@ -194,8 +194,7 @@ class GroundedLM(nn.Module):
         :data:`~imaginebench.modules.dynamics.SPREAD_FLOOR`) is given as its mean, 0, whatever
         its value: the model learned nothing of it, and a value it never saw (Meta-World's
         wall in the novel tasks) would otherwise enter hundreds of spreads away."""
-        standardised = (state - self.state_mean) / self.state_std
-        return standardised.masked_fill(self.state_std <= SPREAD_FLOOR, 0.0)
+        return standardize_seen(state, self.state_mean, self.state_std)
 
     def denormalize(self, state: Tensor) -> Tensor:
         return state * self.state_std + self.state_mean

@@ -40,7 +40,7 @@ from torch.func import functional_call
 
 from imaginebench.batch import PreparedBatch, RolloutData
 from imaginebench.modules.backbone import DEFAULT_ENCODER, InstructionBank, Pooling
-from imaginebench.modules.dynamics import SPREAD_FLOOR
+from imaginebench.modules.dynamics import SPREAD_FLOOR, standardize_seen
 
 LossParts = dict[str, tuple[str, ...]]  # loss term -> top-level submodules it may train
 # Plain attributes written on every step: Lightning's hook bookkeeping (set twice per hook call,
@@ -303,8 +303,7 @@ class OfflineRLModule(L.LightningModule):
         its mean, 0, whatever its value, as the grounding LM and the dynamics ensemble do: the
         policy learned nothing of it, and a novel level's value (Meta-World's wall) would
         otherwise enter a thousand spreads away and saturate every action."""
-        standardised = (state - self.state_mean) / self.state_std
-        return standardised.masked_fill(self.state_std <= SPREAD_FLOOR, 0.0)
+        return standardize_seen(state, self.state_mean, self.state_std)
 
     def embed(self, bank_ids: Tensor) -> Tensor:
         """Instruction embeddings for bank ids (on the module's device), standardised."""
