@@ -506,6 +506,36 @@ def test_a_dynamics_model_advances_the_imagined_states(real_path):
         assert r.success == bool(r.spec.task.success(r.states)[-1])
 
 
+def test_imagined_compositions_show_stage_2_goal_as_the_env_would(tmp_path):
+    """An imagined two-stage rollout shows what the environment would: once its imagined
+    states reach stage 1 (the door unlocked), the target slot holds stage 2's goal, and the
+    LM reads it from then on (the state model alone would keep the first goal)."""
+    pytest.importorskip("metaworld")
+    from imaginebench.envs.metaworld.layout import TARGET, entity_slice
+    from imaginebench.envs.metaworld.tasks import stage2_goal
+
+    dm = _real_datamodule(tmp_path, "metaworld", 2)
+    module = _tiny(dm, window=10)
+    specs = get_domain("metaworld").make_suite().episodes("hard", 40, seed=0, split="data")
+    specs = [s for s in specs if s.task.name == "locked-door-open"][:2]
+    lock_x = entity_slice("lock").start
+
+    def unlocking(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        out = states.copy()  # the lock turns 0.05 per step towards its goal; all else stays
+        out[:, lock_x] += 0.05
+        return out
+
+    rollouts = Imaginer(module, DecodingConfig(batch_size=2), dynamics=unlocking).imagine(
+        specs, horizon=4
+    )
+    for r in rollouts:
+        switch = int(np.argmax(r.spec.task.stage(r.states)))
+        assert switch == 2 and len(r.states) == 5
+        np.testing.assert_array_equal(r.states[:switch, TARGET], r.states[[0, 0], TARGET])
+        goal = np.broadcast_to(stage2_goal("locked-door-open", r.states), (3, 3))
+        np.testing.assert_allclose(r.states[switch:, TARGET], goal, atol=1e-6)
+
+
 def test_decoding_stops_at_success(real_path):
     """A rollout ends at the first imagined state that satisfies its task."""
     dm = _datamodule(real_path)

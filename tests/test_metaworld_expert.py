@@ -104,6 +104,8 @@ def test_make_coffee_chains_push_then_button_and_switches_the_target(envs):
     np.testing.assert_allclose(after, np.broadcast_to(button_target, after.shape), atol=1e-6)
     mug_goal = states[0, 4:7]
     assert np.linalg.norm(states[-1, 56:59] - mug_goal) <= 0.07  # mug still under the nozzle
+    for t in range(len(states)):  # the env shows what the task's observation rule says
+        np.testing.assert_array_equal(states[t], task.observed(states[: t + 1]))
 
 
 def test_door_lock_keeps_pressing_the_lever():

@@ -10,6 +10,7 @@ from imaginebench.envs.metaworld.env import SUCCESS_REWARD, episode_rewards
 from imaginebench.envs.metaworld.layout import (
     ENTITIES,
     STATE_DIM,
+    TARGET,
     TASK_ENTITIES,
     TASK_NAMES,
     TCP_OFFSET,
@@ -192,6 +193,27 @@ def test_locked_door_open_needs_unlocking_first_and_is_judged_on_the_handle():
     assert not task.success(locked_door_states((False, True, False))).any()
     # the original judged stage 2 on the lock: the lock at the goal is not an open door
     assert not task.success(locked_door_states((True, False, False), (False, False, True))).any()
+
+
+def test_a_composition_shows_stage_2_goal_once_stage_1_is_reached():
+    """``observed`` (the env's and the imagination's observation rule): the last state's
+    target is stage 2's goal from the step stage 1 is reached on, the initial one before;
+    single-stage tasks show their states unchanged."""
+    task = MetaWorldTask("locked-door-open")
+    s = locked_door_states((False, False, False), (True, False, False), (False, False, False))
+    shown = [task.observed(s[: t + 1]) for t in range(len(s))]
+    for t in (0, 1):
+        np.testing.assert_array_equal(shown[t], s[t])
+    for t in (2, 3):  # unlocked at step 2; the lock turning back does not undo the switch
+        np.testing.assert_allclose(shown[t][TARGET], GOAL + UNLOCK_TO_OPEN_GOAL)
+        np.testing.assert_array_equal(np.delete(shown[t], TARGET), np.delete(s[t], TARGET))
+    coffee = make_coffee_states((False, False), (True, False))
+    np.testing.assert_allclose(
+        MetaWorldTask("make-coffee").observed(coffee)[TARGET],
+        stage2_goal("make-coffee", coffee),
+    )
+    push = history("push", {"target_object": GOAL}, {"target_object": GOAL})
+    np.testing.assert_array_equal(MetaWorldTask("push").observed(push), push[-1])
 
 
 def test_two_stage_targets_come_from_the_initial_state():

@@ -100,6 +100,14 @@ class Task(ABC):
     def progress(self, states: np.ndarray) -> np.ndarray:
         """A shaped potential per step, ``(..., T)`` floats, higher is closer to success."""
 
+    def observed(self, states: np.ndarray) -> np.ndarray:
+        """The last of ``(T, state_dim)`` states as the environment shows it after that history.
+
+        The task's observation rules, read from the states alone, so that an imagined rollout
+        shows what the environment would (e.g. a two-stage task whose target switches to its
+        second goal once the first is reached). By default the last state unchanged."""
+        return np.asarray(states)[-1]
+
     @abstractmethod
     def instructions(self, wording: Wording = "train") -> list[str]:
         """All natural-language wordings of this task for a wording set."""

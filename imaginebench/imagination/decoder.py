@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from imaginebench.config import as_config
 from imaginebench.data.dataset import Episode
-from imaginebench.envs.base import EpisodeSpec
+from imaginebench.envs.base import EpisodeSpec, Task
 from imaginebench.modules.grounding.sequences import NO_INSTRUCTION, to_device
 
 if TYPE_CHECKING:
@@ -506,6 +506,9 @@ class Imaginer:
                 )
                 values = next_state.cpu().numpy()
                 legal, trusted = self._acceptable(current, action, values, context)
+            if self._observation_rules(specs):
+                values = self._observed(specs, states, active.tolist(), values)
+                next_state = torch.as_tensor(values, dtype=next_state.dtype, device=device)
             chosen = action.cpu().numpy()
             action_ll_values = action_ll.cpu().numpy()
             step_ll = (action_ll + state_ll).cpu().numpy()
@@ -563,6 +566,26 @@ class Imaginer:
             )
             for i, spec in enumerate(specs)
         ]
+
+    @staticmethod
+    def _observation_rules(specs: list[EpisodeSpec]) -> bool:
+        """Whether any task shows its states other than as the state model gives them."""
+        return any(type(s.task).observed is not Task.observed for s in specs)
+
+    @staticmethod
+    def _observed(
+        specs: list[EpisodeSpec],
+        states: list[list[np.ndarray]],
+        rows: list[int],
+        values: np.ndarray,
+    ) -> np.ndarray:
+        """``values`` (the imagined next states of the active ``rows``) as each task's
+        environment would show them after its history (:meth:`Task.observed`)."""
+        shown = values.copy()
+        for row, index in enumerate(rows):
+            history = np.stack([*states[index], values[row]])
+            shown[row] = specs[index].task.observed(history)
+        return shown
 
     def _acceptable(
         self, current: Tensor, action: Tensor, next_states: np.ndarray, context: Any = None

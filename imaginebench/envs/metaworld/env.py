@@ -18,12 +18,13 @@ from imaginebench.envs.metaworld.layout import (
     ACTION_DIM,
     DISTRACTOR_RANGES,
     STATE_DIM,
+    TARGET,
     check_states,
     entity_slice,
     unused_entities,
 )
 from imaginebench.envs.metaworld.suite import MetaWorldTaskSuite
-from imaginebench.envs.metaworld.tasks import MetaWorldTask, stage2_goal
+from imaginebench.envs.metaworld.tasks import MetaWorldTask
 
 MAX_EPISODE_STEPS = 100
 SUCCESS_REWARD = 10.0
@@ -153,10 +154,10 @@ class MetaWorldEnv(InstructionEnv):
         obs = self._observe(self.scene.step(action))
         if task.two_stage and not self.switched:
             history = np.stack([*self.trajectory, obs])
-            if task.stage(history)[-1]:
-                self.scene.set_target(stage2_goal(task.name, history))
+            if task.stage(history)[-1]:  # the task's observation rule: stage 2's goal shows
+                obs = task.observed(history)
+                self.scene.set_target(obs[TARGET])
                 self.switched = True
-                obs[4:7] = self.scene.target
         self.trajectory.append(obs)
         states = np.stack(self.trajectory)  # judges need the history (<= 101 states)
         success = bool(task.success(states)[-1])

@@ -189,6 +189,15 @@ class MetaWorldTask(Task):
         first = STAGES[self.name][0]
         return np.logical_or.accumulate(first.reached(s, self._goal0(s)), axis=-1).astype(np.int64)
 
+    def observed(self, states: np.ndarray) -> np.ndarray:
+        """The last state, its target switched to stage 2's goal once a composition's stage 1
+        has been reached (what :class:`MetaWorldEnv` observes)."""
+        s = check_states(states)
+        last = np.array(s[-1], dtype=np.asarray(states).dtype)
+        if self.two_stage and self.stage(s)[-1]:
+            last[TARGET] = stage2_goal(self.name, s)
+        return last
+
     def success(self, states: np.ndarray) -> np.ndarray:
         s = check_states(states)
         if not self.two_stage:
