@@ -26,8 +26,9 @@ COMPOSITIONS = ("make-coffee", "locked-door-open")
 
 
 def stage_summary(task: Task, states: np.ndarray) -> dict[str, float]:
-    """Stage 1 reached (and its step), stage 1's object's travel, the hand's distance to stage
-    2's object at the end."""
+    """Stage 1 reached (and its step), success, stage 1's object's travel and the hand's
+    median distance to it on the steps it moves, the hand's distance to stage 2's object at the
+    end."""
     first, second = TASK_ENTITIES[task.name]
     stage = task.stage(states)
     obj = states[:, entity_pos(first)]
@@ -36,9 +37,7 @@ def stage_summary(task: Task, states: np.ndarray) -> dict[str, float]:
     return {
         "stage1": bool(stage.any()),
         "stage1_step": int(np.argmax(stage)) if stage.any() else -1,
-        "moved": float(
-            np.linalg.norm(states[-1, entity_pos(first)] - states[0, entity_pos(first)])
-        ),
+        "moved": float(np.linalg.norm(obj[-1] - obj[0])),
         "hand_to_second": float(np.linalg.norm(tcp(states[-1]) - states[-1, entity_pos(second)])),
         "success": bool(task.success(states)[-1]),
         "hand_while_moving": float(np.median(hand_to_first[moving])) if moving.any() else np.nan,

@@ -17,8 +17,9 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from imaginebench.envs.base import LEVELS
+
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
-LEVELS = ("train", "rephrase", "easy", "hard")
 LOSS_POINTS = 2.0
 
 

@@ -484,6 +484,7 @@ class Imaginer:
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
         previous: Tensor | None = None  # the last action in the current prompt
+        observation_rules = self._observation_rules(specs)
         for t in range(horizon):
             before = seq.mark()
             context_of = None
@@ -506,7 +507,7 @@ class Imaginer:
                 )
                 values = next_state.cpu().numpy()
                 legal, trusted = self._acceptable(current, action, values, context)
-            if self._observation_rules(specs):
+            if observation_rules:
                 values = self._observed(specs, states, active.tolist(), values)
                 next_state = torch.as_tensor(values, dtype=next_state.dtype, device=device)
             chosen = action.cpu().numpy()
