@@ -1403,6 +1403,44 @@ def test_halfcheetah_grounding_imagines_continuous_windows(tmp_path):
     assert report.transition_correctness == pytest.approx(correct.mean())
 
 
+def test_halfcheetah_imagination_with_a_lookahead_records_it_and_refines_the_actions(tmp_path):
+    """``lookahead`` in ``imagine_level``: the ensemble state model is searched before each
+    action, the settings go into the provenance, and the actions differ from the LM's greedy
+    ones; without the ensemble state model it is refused."""
+    from imaginebench.imagination.run import imagine_level
+
+    dm = _real_datamodule(tmp_path, "halfcheetah", 8, batch_size=4)
+    ckpt = _fitted_checkpoint(tmp_path, dm, _tiny(dm, window=4))
+    small = {"max_steps": 200, "hidden": [32], "members": 2}
+    common = dict(
+        domain="halfcheetah",
+        rollouts=2,
+        horizon=6,
+        progress=False,
+        state_model="ensemble",
+        ensemble=small,
+    )
+    plain, _ = imagine_level("easy", str(ckpt), str(tmp_path / "p_{level}.h5"), **common)
+    lookahead = {"horizon": 3, "candidates": 16, "elites": 4, "iterations": 2}
+    searched, _ = imagine_level(
+        "easy", str(ckpt), str(tmp_path / "s_{level}.h5"), lookahead=lookahead, **common
+    )
+    assert searched.provenance["lookahead"]["horizon"] == 3
+    assert plain.provenance["lookahead"] is None
+    assert np.abs(searched.actions).max() <= 1.0
+    assert not np.allclose(searched.actions[:6], plain.actions[:6])
+    with pytest.raises(ValueError, match="lookahead searches in the dynamics ensemble"):
+        imagine_level(
+            "easy",
+            str(ckpt),
+            str(tmp_path / "x_{level}.h5"),
+            domain="halfcheetah",
+            rollouts=1,
+            progress=False,
+            lookahead=lookahead,
+        )
+
+
 def _drift(states, actions):
     """A fixed dynamics model for decoder tests: the states do not depend on the LM."""
     first_action = np.asarray(actions, dtype=np.float32).reshape(len(states), -1)[:, :1]

@@ -412,6 +412,20 @@ class TransitionEnsemble:
             state, means.mean(0) if member is None else means[member], hold_unvaried
         )
 
+    @torch.no_grad()
+    def step_with_spread(
+        self, states: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(n, D)`` next states as :meth:`next_states` gives them (no context) and ``(n,)``
+        the members' disagreement about them: ``sqrt(sum over entries of the variance)`` of
+        their predicted changes, in units of a real change's spread (what a lookahead
+        penalises)."""
+        state = torch.as_tensor(np.asarray(states, dtype=np.float32))
+        inputs = self._held_features(state, torch.as_tensor(np.asarray(actions)), None)
+        means = self.ensemble.means(*inputs)
+        spread = means.var(0, unbiased=False).sum(-1).sqrt().numpy()
+        return self._advance(state, means.mean(0)), spread
+
     def _advance(self, state: Tensor, change: Tensor, hold_unvaried: bool = True) -> np.ndarray:
         """``state`` plus a predicted ``change`` (in change-spread units), with the entries the
         real data never moves from zero kept at zero and, ``hold_unvaried``, the entries it

@@ -43,6 +43,7 @@ from imaginebench.modules.grounding.sequences import NO_INSTRUCTION, to_device
 
 if TYPE_CHECKING:
     from imaginebench.imagination.journal import Journal
+    from imaginebench.imagination.lookahead import Lookahead
 
 Strategy = Literal["greedy", "sample"]
 GuidanceReference = Literal["empty", "nearest_seen"]
@@ -225,6 +226,9 @@ class Imaginer:
         min_confidence: that threshold.
         reference_of: under guidance, ``instruction -> the instruction it is contrasted
             with`` (``decoding.guidance_reference: nearest_seen``); ``None``: the empty one.
+        lookahead: a :class:`~imaginebench.imagination.lookahead.Lookahead` that refines each
+            continuous action by a short search in the state model towards the rollout's own
+            task (needs ``dynamics``; see that module).
         journal: a :class:`~imaginebench.imagination.journal.Journal` that stores each decoded
             batch with the random state after it, and gives stored batches back instead of
             decoding them again (an interrupted run resumes where it stopped).
@@ -244,6 +248,7 @@ class Imaginer:
         min_confidence: float | None = None,
         dynamics_context: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None = None,
         reference_of: Callable[[str], str] | None = None,
+        lookahead: Lookahead | None = None,
     ) -> None:
         self.decoding = as_config(decoding, DecodingConfig, "decoding") or DecodingConfig()
         if (reference_of is None) != (self.decoding.guidance_reference == "empty"):
@@ -279,6 +284,13 @@ class Imaginer:
         self.confidence, self.min_confidence = confidence, min_confidence
         self.dynamics_context = dynamics_context
         self.guided = self.decoding.guidance != 1.0
+        if lookahead is not None and (self.discrete or dynamics is None or illegal_retries):
+            raise ValueError(
+                "lookahead searches continuous actions in a learned state model: it needs "
+                "continuous actions and dynamics=..., and no illegal_retries (its plans avoid "
+                "illegal states themselves)"
+            )
+        self.lookahead = lookahead
         sampled_continuous = not self.discrete and self.decoding.strategy == "sample"
         if sampled_continuous and not self.decoding.action_noise:
             raise ValueError(
@@ -327,12 +339,14 @@ class Imaginer:
         previous: Tensor | None,
         redo: Tensor | None = None,
         kept: list[Tensor] | None = None,
+        refine: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
         """Choose each row's action and feed it: the actions, the new hidden state, the
         actions' log-likelihood under the LM (zeros for greedy continuous ones) and the choice of
         each action word. ``state`` is the current state and ``previous`` the action before it
         in this prompt (the heads' context). With ``redo`` (``(B,)`` bool), only those rows
-        draw anew; the others repeat their word choices ``kept``."""
+        draw anew; the others repeat their word choices ``kept``. ``refine`` maps the chosen
+        ``(B, A)`` continuous actions to the ones fed (the lookahead)."""
         action, hidden = None, seq.last
         log_likelihood = torch.zeros(len(state), device=hidden.device)
         choices: list[Tensor] = []
@@ -342,6 +356,9 @@ class Imaginer:
             heads = self.model.with_context(hidden, self._paired(state), paired_previous)
             prediction = self._guide(self.model.action_logits(heads, word))
             choice = self._choose(prediction)
+            if refine is not None:
+                refined = refine(choice.float().cpu().numpy())
+                choice = torch.as_tensor(refined, dtype=choice.dtype, device=choice.device)
             if redo is not None and kept is not None:
                 redo_rows = redo.to(choice.device).view(-1, *[1] * (choice.dim() - 1))
                 choice = torch.where(redo_rows, choice, kept[word])
@@ -391,12 +408,15 @@ class Imaginer:
         redo: Tensor | None = None,
         kept: list[Tensor] | None = None,
         context_of: Callable[[np.ndarray], np.ndarray] | None = None,
+        refine: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, list[Tensor], np.ndarray | None]:
         """One imagined transition of every row: action, hidden state after it, next state,
         the action's log-likelihood, the next state's (zeros for a regression head), the
         action's word choices (see :meth:`_act`) and the step's dynamics context
-        (``context_of(actions)``; ``None`` without one)."""
-        action, hidden, log_likelihood, choices = self._act(seq, current, previous, redo, kept)
+        (``context_of(actions)``; ``None`` without one). ``refine``: see :meth:`_act`."""
+        action, hidden, log_likelihood, choices = self._act(
+            seq, current, previous, redo, kept, refine
+        )
         shown = None if self.model.hidden_action is not None else action
         heads = self.model.with_context(self._instructed(hidden), current, shown)
         context = context_of(action.cpu().numpy()) if context_of is not None else None
@@ -485,13 +505,18 @@ class Imaginer:
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
         previous: Tensor | None = None  # the last action in the current prompt
         observation_rules = self._observation_rules(specs)
+        if self.lookahead is not None:
+            self.lookahead.reset()
         for t in range(horizon):
             before = seq.mark()
             context_of = None
             if self.dynamics_context is not None:
                 context_of = self._context_of(specs, states, actions, active.tolist())
+            refine = None
+            if self.lookahead is not None:
+                refine = self._refine_of(specs, states, active.tolist())
             action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
-                seq, current, previous, context_of=context_of
+                seq, current, previous, context_of=context_of, refine=refine
             )
             values = next_state.cpu().numpy()
             legal, trusted = self._acceptable(current, action, values, context)
@@ -600,6 +625,21 @@ class Imaginer:
         inputs = (current.float().cpu().numpy(), action.cpu().numpy(), next_states)
         trust = self.confidence(*inputs) if context is None else self.confidence(*inputs, context)
         return legal, np.asarray(trust) >= self.min_confidence
+
+    def _refine_of(
+        self, specs: list[EpisodeSpec], states: list[list[np.ndarray]], rows: list[int]
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """Given the LM's ``(B, A)`` actions of the step, the lookahead's (each active row's
+        plan kept under its rollout's index)."""
+        assert self.lookahead is not None
+        lookahead = self.lookahead
+
+        def refine(proposed: np.ndarray) -> np.ndarray:
+            tasks = [specs[index].task for index in rows]
+            histories = [np.stack(states[index]) for index in rows]
+            return lookahead.refine(rows, tasks, histories, proposed, self.generator)
+
+        return refine
 
     def _context_of(
         self,

@@ -56,6 +56,7 @@ from imaginebench.imagination.filters import (
     uncovered_tasks,
 )
 from imaginebench.imagination.journal import Journal, journal_path
+from imaginebench.imagination.lookahead import Lookahead, LookaheadConfig
 from imaginebench.imagination.quality import (
     QualityReport,
     format_table,
@@ -86,6 +87,7 @@ def imagine_level(
     state_model: Literal["lm", "ensemble", "slots"] = "lm",
     ensemble_real: str | None = None,
     slots: SlotConfig | Mapping[str, Any] | None = None,
+    lookahead: LookaheadConfig | Mapping[str, Any] | None = None,
 ) -> tuple[RolloutDataset, QualityReport]:
     """Imagine ``rollouts`` episodes of ``level`` with the grounding checkpoint; write ``out``.
 
@@ -117,6 +119,9 @@ def imagine_level(
             the grounding saw; default: the real data the checkpoint was fine-tuned on.
         slots: the slot model's settings with ``state_model: slots`` (:class:`SlotConfig`
             or a dict of its fields).
+        lookahead: a search in the state model before each continuous action, towards the
+            rollout's own task (:mod:`~imaginebench.imagination.lookahead`; needs
+            ``state_model: ensemble``; default off).
     """
     from imaginebench.modules.grounding import GroundingModule
 
@@ -146,6 +151,12 @@ def imagine_level(
     if slots is not None and state_model != "slots":
         raise ValueError("slots sets the slot model: use it with state_model: slots")
     slot_config = as_config(slots, SlotConfig, "slots") or SlotConfig()
+    lookahead = as_config(lookahead, LookaheadConfig, "lookahead") or LookaheadConfig()
+    if lookahead.enabled and state_model != "ensemble":
+        raise ValueError(
+            "lookahead searches in the dynamics ensemble: set state_model: ensemble "
+            f"(got {state_model!r})"
+        )
     module = GroundingModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     module.merge_lora()  # inference only: one matmul per projection instead of three
     if module.model.hidden_action is not None and state_model == "lm":
@@ -221,6 +232,7 @@ def imagine_level(
             "filters": asdict(filters),
             "state_model": state_model,
             "slots": slot_config.to_dict() if state_model == "slots" else None,
+            "lookahead": asdict(lookahead) if lookahead.enabled else None,
             "ensemble": None
             if not decodes_with_ensemble
             else {
@@ -255,6 +267,15 @@ def imagine_level(
         min_confidence=filters.min_confidence,
         dynamics_context=scorer.context if decodes_with_ensemble else None,
         reference_of=reference_of,
+        lookahead=Lookahead(
+            scorer,
+            lookahead,
+            spec.make_quality().legal,
+            action_spec.get("low", -1.0),
+            action_spec.get("high", 1.0),
+        )
+        if lookahead.enabled
+        else None,
     )
 
     def imagine_and_select(episodes: list) -> tuple[list, FilterCounts]:
@@ -319,6 +340,7 @@ def imagine_level(
             "guidance_reference": decoding.guidance_reference,
         },
         "state_model": _state_model_provenance(state_model, how, slot_config),
+        "lookahead": asdict(lookahead) if lookahead.enabled else None,
         "ensemble_real": ensemble_real,
         "seconds": round(seconds, 1),
     }

@@ -1,0 +1,182 @@
+"""Lookahead: a short search in the learned state model before each imagined action.
+
+Greedy decoding takes the grounded LM's action as it is. With a lookahead of ``H`` steps, each
+step's action is instead the first of an ``H``-step plan found by the cross-entropy method in
+the dynamics ensemble fitted on the real data (never the simulator):
+
+1. the plan's mean starts from the LM's action for this step and, for the steps after it, the
+   rollout's previous plan shifted by one (the LM's action repeated at the first step);
+2. ``candidates`` plans are drawn around the mean (the mean itself among them), rolled forward
+   by the ensemble's mean prediction, and scored by the rollout's own task: its state-only
+   potential :meth:`~imaginebench.envs.base.Task.progress` at the end of the plan, minus
+   ``spread_penalty`` times the members' disagreement summed over the plan (where the members
+   part, the state model is guessing); a plan through a state the domain's legality rule
+   rejects scores lowest;
+3. the mean and spread are refitted to the ``elites`` best, ``iterations`` times; the action
+   taken is the final mean's first.
+
+The instruction's own judge thus steers the imagined actions as the ``require_success`` filter
+does the rollouts, one step at a time: what the task asks for beyond the real data (HalfCheetah's
+"faster") can be reached by actions the LM alone does not propose. The state model decides
+what those actions do, so the rollouts are only as physical as it is: the disagreement term
+keeps the plans where its members agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from imaginebench.envs.base import Task
+from imaginebench.imagination.confidence import TransitionEnsemble
+
+#: the smallest spread of the candidates around the refitted mean (action units)
+MIN_NOISE = 0.05
+
+
+@dataclass
+class LookaheadConfig:
+    """Settings of :class:`Lookahead` (``lookahead:`` of ``imaginebench imagine``).
+
+    Args:
+        horizon: steps searched ahead of each action (0: off, the LM's action as it is).
+        candidates: plans drawn per rollout and iteration.
+        elites: best plans the mean and spread are refitted to.
+        iterations: refits per step.
+        noise: spread of the first draw around the mean, in action units.
+        spread_penalty: weight of the ensemble members' disagreement (per step, in units of
+            a real change's spread) against the task's potential.
+    """
+
+    horizon: int = 0
+    candidates: int = 256
+    elites: int = 24
+    iterations: int = 4
+    noise: float = 0.6
+    spread_penalty: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.horizon < 0:
+            raise ValueError(f"lookahead.horizon must be >= 0, got {self.horizon}")
+        if self.candidates < 2:
+            raise ValueError(f"lookahead.candidates must be >= 2, got {self.candidates}")
+        if not 1 <= self.elites <= self.candidates:
+            raise ValueError(
+                f"lookahead.elites must be in 1..candidates ({self.candidates}), got {self.elites}"
+            )
+        if self.iterations < 1:
+            raise ValueError(f"lookahead.iterations must be >= 1, got {self.iterations}")
+        if not self.noise > 0:
+            raise ValueError(f"lookahead.noise must be > 0, got {self.noise}")
+        if not self.spread_penalty >= 0:
+            raise ValueError(f"lookahead.spread_penalty must be >= 0, got {self.spread_penalty}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.horizon > 0
+
+
+class Lookahead:
+    """Refines continuous actions by a cross-entropy search in a dynamics ensemble.
+
+    Args:
+        ensemble: the dynamics ensemble fitted on the real data (the imagination's state model).
+        config: the search settings.
+        legal: the domain's legality rule (``(N, D) states -> (N,) bool``), or ``None``.
+        action_low: lower bound of every action entry.
+        action_high: upper bound of every action entry.
+    """
+
+    def __init__(
+        self,
+        ensemble: TransitionEnsemble,
+        config: LookaheadConfig,
+        legal: Callable[[np.ndarray], np.ndarray] | None = None,
+        action_low: float = -1.0,
+        action_high: float = 1.0,
+    ) -> None:
+        if not config.enabled:
+            raise ValueError("Lookahead needs lookahead.horizon >= 1")
+        if ensemble.context is not None:
+            raise ValueError(
+                "lookahead does not support a state model with a dynamics context (Meta-World's "
+                "mocap target): its plans would need the context of every candidate"
+            )
+        self.ensemble, self.config, self.legal = ensemble, config, legal
+        self.low, self.high = action_low, action_high
+        self.plans: dict[int, np.ndarray] = {}
+
+    def reset(self) -> None:
+        """Forget every rollout's plan (a new batch)."""
+        self.plans = {}
+
+    @torch.no_grad()
+    def refine(
+        self,
+        rollouts: Sequence[int],
+        tasks: Sequence[Task],
+        histories: Sequence[np.ndarray],
+        proposed: np.ndarray,
+        generator: torch.Generator,
+    ) -> np.ndarray:
+        """``(B, A)`` float32: the action of each rollout after the search.
+
+        ``rollouts`` names each row (its plan is kept under that key for the next step),
+        ``tasks`` its task, ``histories`` its ``(t + 1, D)`` imagined states so far (the last
+        is the current state) and ``proposed`` the LM's ``(B, A)`` action."""
+        cfg = self.config
+        proposed = np.asarray(proposed, dtype=np.float32)
+        b, a = proposed.shape
+        mean = np.empty((b, cfg.horizon, a), dtype=np.float32)
+        for row, key in enumerate(rollouts):
+            previous = self.plans.get(key)  # planned from the step before: one step behind
+            mean[row] = proposed[row] if previous is None else np.roll(previous, -1, axis=0)
+            if previous is not None:
+                mean[row, -1] = previous[-1]
+        mean[:, 0] = proposed
+        std = np.full_like(mean, cfg.noise)
+        current = np.stack([np.asarray(h[-1], dtype=np.float32) for h in histories])
+        for _ in range(cfg.iterations):
+            noise = torch.randn((b, cfg.candidates, cfg.horizon, a), generator=generator).numpy()
+            plans = np.clip(mean[:, None] + std[:, None] * noise, self.low, self.high)
+            plans[:, 0] = mean  # the current mean stays a candidate
+            scores = self._scores(tasks, histories, current, plans.astype(np.float32))
+            best = np.argsort(-scores, axis=1)[:, : cfg.elites]
+            elites = np.take_along_axis(plans, best[:, :, None, None], axis=1)
+            mean = elites.mean(1)
+            std = np.maximum(elites.std(1), MIN_NOISE)
+        for row, key in enumerate(rollouts):
+            self.plans[key] = mean[row]
+        return mean[:, 0].astype(np.float32)
+
+    def _scores(
+        self,
+        tasks: Sequence[Task],
+        histories: Sequence[np.ndarray],
+        current: np.ndarray,
+        plans: np.ndarray,
+    ) -> np.ndarray:
+        """``(B, P)``: each plan's task potential at its end, less its disagreement penalty."""
+        b, p, h, _ = plans.shape
+        state = np.repeat(current, p, axis=0)
+        futures = np.empty((b * p, h, current.shape[-1]), dtype=np.float32)
+        spread = np.zeros(b * p)
+        for step in range(h):
+            futures[:, step], disagreement = self.ensemble.step_with_spread(
+                state, plans[:, :, step].reshape(b * p, -1)
+            )
+            spread += disagreement
+            state = futures[:, step]
+        futures = futures.reshape(b, p, h, -1)
+        scores = -self.config.spread_penalty * spread.reshape(b, p)
+        for row, task in enumerate(tasks):
+            past = np.broadcast_to(histories[row], (p, *np.shape(histories[row])))
+            path = np.concatenate([past, futures[row]], axis=1)
+            scores[row] += np.asarray(task.progress(path), dtype=float)[:, -1]
+            if self.legal is not None:
+                legal = np.asarray(self.legal(futures[row].reshape(p * h, -1))).reshape(p, h)
+                scores[row][~legal.all(1)] = -np.inf
+        return scores
