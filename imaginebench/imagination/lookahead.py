@@ -4,9 +4,10 @@ Greedy decoding takes the grounded LM's action as it is. With a lookahead of ``H
 step's action is instead the first of an ``H``-step plan found by the cross-entropy method in
 the dynamics ensemble fitted on the real data (never the simulator):
 
-1. the plan's mean starts from the LM's action for this step and, for the steps after it, the
-   rollout's previous plan shifted by one (the LM's action repeated at the first step);
-2. ``candidates`` plans are drawn around the mean (the mean itself among them), rolled forward
+1. the plan's mean starts from the rollout's plan of the step before, shifted by one (at its
+   first step: the LM's action, repeated);
+2. ``candidates`` plans are drawn around the mean (the mean itself and the LM's action for this
+   step followed by the mean's rest among them), rolled forward
    by the ensemble's mean prediction, and scored by the rollout's own task: its state-only
    potential :meth:`~imaginebench.envs.base.Task.progress` at the end of the plan, minus
    ``spread_penalty`` times the members' disagreement summed over the plan (where the members
@@ -132,17 +133,19 @@ class Lookahead:
         b, a = proposed.shape
         mean = np.empty((b, cfg.horizon, a), dtype=np.float32)
         for row, key in enumerate(rollouts):
-            previous = self.plans.get(key)  # planned from the step before: one step behind
-            mean[row] = proposed[row] if previous is None else np.roll(previous, -1, axis=0)
-            if previous is not None:
-                mean[row, -1] = previous[-1]
-        mean[:, 0] = proposed
+            previous = self.plans.get(key)  # planned at the step before: one step behind
+            if previous is None:
+                mean[row] = proposed[row]
+            else:
+                mean[row, :-1], mean[row, -1] = previous[1:], previous[-1]
         std = np.full_like(mean, cfg.noise)
         current = np.stack([np.asarray(h[-1], dtype=np.float32) for h in histories])
         for _ in range(cfg.iterations):
             noise = torch.randn((b, cfg.candidates, cfg.horizon, a), generator=generator).numpy()
             plans = np.clip(mean[:, None] + std[:, None] * noise, self.low, self.high)
-            plans[:, 0] = mean  # the current mean stays a candidate
+            plans[:, 0] = mean  # the current mean stays a candidate,
+            plans[:, 1] = mean  # and so does the LM's action followed by the mean's rest
+            plans[:, 1, 0] = proposed
             scores = self._scores(tasks, histories, current, plans.astype(np.float32))
             best = np.argsort(-scores, axis=1)[:, : cfg.elites]
             elites = np.take_along_axis(plans, best[:, :, None, None], axis=1)
