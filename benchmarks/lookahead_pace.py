@@ -95,8 +95,10 @@ def main() -> None:
             f"held-out real transitions: disagreement mean {spread.mean():.3f}, median "
             f"{np.median(spread):.3f}, 90 % quantile {np.quantile(spread, 0.9):.3f}"
         )
-    print("| penalty | direction | imagined m in 99 steps (mean, min-max) | replayed | "
-          "replayed >= 8.5 m | mean disagreement |")
+    print(
+        "| penalty | direction | imagined m in 99 steps (mean, min-max) | replayed | "
+        "replayed >= 8.5 m | mean disagreement |"
+    )
     print("|---|---|---|---|---|---|")
     for penalty in args.penalties:
         config = LookaheadConfig(horizon=args.horizon, spread_penalty=penalty)

@@ -1407,6 +1407,7 @@ def test_halfcheetah_imagination_with_a_lookahead_records_it_and_refines_the_act
     """``lookahead`` in ``imagine_level``: the ensemble state model is searched before each
     action, the settings go into the provenance, and the actions differ from the LM's greedy
     ones; without the ensemble state model it is refused."""
+    from imaginebench.data.shipped import _regenerate_command
     from imaginebench.imagination.run import imagine_level
 
     dm = _real_datamodule(tmp_path, "halfcheetah", 8, batch_size=4)
@@ -1427,6 +1428,9 @@ def test_halfcheetah_imagination_with_a_lookahead_records_it_and_refines_the_act
     )
     assert searched.provenance["lookahead"]["horizon"] == 3
     assert plain.provenance["lookahead"] is None
+    command = _regenerate_command(searched.provenance, "halfcheetah", "x.h5")
+    assert '--lookahead \'{"candidates": 16, "elites": 4, "horizon": 3,' in command
+    assert "--lookahead" not in _regenerate_command(plain.provenance, "halfcheetah", "x.h5")
     assert np.abs(searched.actions).max() <= 1.0
     assert not np.allclose(searched.actions[:6], plain.actions[:6])
     with pytest.raises(ValueError, match="lookahead searches in the dynamics ensemble"):

@@ -67,6 +67,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         for part in dict.fromkeys([name, "ensemble"]):
             if isinstance(fitted, dict) and isinstance(fitted.get(part), dict):
                 command += f"--{part} '{json.dumps(fitted[part], sort_keys=True)}' "
+    if isinstance(provenance.get("lookahead"), dict):  # the search before each action
+        command += f"--lookahead '{json.dumps(provenance['lookahead'], sort_keys=True)}' "
     if provenance.get("ensemble_real"):  # the ensemble's own real data
         command += f"--ensemble_real {provenance['ensemble_real']} "
     command += f"--out {out} --overwrite true"
