@@ -52,7 +52,7 @@ SOURCES = (
         "DiscreteCQL: seeds 0-4 (over ten seeds `train` loses 4.7 points, docs/grounding.md)",
         algorithms=("DiscreteCQL",),
     ),
-    Source("HalfCheetah", "halfcheetah_step600_shipped", "real + imaginary (all levels)"),
+    Source("HalfCheetah", "halfcheetah_lookahead_easy", "real + imaginary (all levels)"),
     Source(
         "Meta-World",
         "metaworld_bc_normalised",
