@@ -38,16 +38,13 @@ def _imagine(ensemble, lookahead, task, starts, steps, seed=0):
         past = [np.stack(h) for h in histories]
         action = lookahead.refine(rows, [task] * len(rows), past, proposed, generator)
         assert action.shape == (len(starts), 6) and np.abs(action).max() <= 1.0
-        nxt, spread = ensemble.step_with_spread(np.stack([h[-1] for h in histories]), action)
-        np.testing.assert_allclose(nxt, ensemble.next_states(past_last(past), action), atol=1e-6)
+        current = np.stack([p[-1] for p in past])
+        nxt, spread = ensemble.step_with_spread(current, action)
+        np.testing.assert_allclose(nxt, ensemble.next_states(current, action), atol=1e-6)
         spreads.append(spread)
         for h, s in zip(histories, nxt):
             h.append(s)
     return np.stack([np.stack(h) for h in histories]), np.stack(spreads, axis=1)
-
-
-def past_last(past):
-    return np.stack([p[-1] for p in past])
 
 
 def _starts(real, n=3):
