@@ -1,6 +1,7 @@
 """Offline RL algorithms: they learn on CLEVR, discount correctly, and their continuous
 variants behave as their papers say on small synthetic problems."""
 
+import copy
 import math
 
 import lightning as L
@@ -164,6 +165,37 @@ def test_continuous_cql_is_conservative_and_updates_every_part():
     q_data = m.critics[0](s, i, batch["action"])
     q_other = m.critics[0](s, i, torch.full((64, 2), -0.8))
     assert (q_data > q_other).float().mean() > 0.9
+
+
+@pytest.mark.parametrize("mode", ["like_real", "push_down", "td_only"])
+def test_continuous_cql_conservative_term_on_imaginary_rows(mode):
+    """What the imaginary rows (the last half) bring to the conservative term: their states
+    and actions (``like_real``), their states only (``push_down``: their log-sum-exp is pushed
+    down, their actions never up) or nothing (``td_only``)."""
+    spec = {"type": "continuous", "shape": [2], "low": -1.0, "high": 1.0}
+    module = CQL(state_dim=3, action_spec=spec, sampling_seed=0, imaginary_conservative=mode)
+    batch = random_batch(n=8, discrete=False)
+    batch["source"] = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1], dtype=torch.uint8)
+
+    def conservative(change):
+        changed = {k: v.clone() for k, v in batch.items()}
+        changed[change][4:] = -changed[change][4:] + 0.3
+        same_draws = copy.deepcopy(module)  # the same weights and sampling generator
+        return same_draws.losses(changed)["conservative"]
+
+    reference = copy.deepcopy(module).losses(batch)["conservative"]
+    moves_with = {
+        "like_real": {"state", "action"},
+        "push_down": {"state"},
+        "td_only": set(),
+    }[mode]
+    for change in ("state", "action"):
+        assert torch.equal(conservative(change), reference) == (change not in moves_with), change
+
+
+def test_combo_refuses_imaginary_conservative():
+    with pytest.raises(ValueError, match="imaginary_conservative does not apply"):
+        COMBO(state_dim=3, action_spec=CONTINUOUS, imaginary_conservative="td_only")
 
 
 def test_continuous_cql_actor_loss_does_not_move_critics():

@@ -124,6 +124,11 @@ class COMBO(CQL):
             num_sampled_actions=num_sampled_actions,
             **kwargs,
         )
+        if self.imaginary_conservative != "like_real" or self.imaginary_conservative_weight != 1.0:
+            raise ValueError(
+                "COMBO's conservative term is its own split (model states pushed down, data "
+                "actions pushed up): imaginary_conservative does not apply"
+            )
         if not 0 < num_elites <= ensemble_size:
             raise ValueError(f"need 0 < num_elites <= ensemble_size, got {num_elites}")
         if not 0.0 <= model_ratio < 1.0:

@@ -40,6 +40,41 @@ from imaginebench.modules.offline.sac import SAC
 ImaginaryConservative = Literal["like_real", "push_down", "td_only"]
 
 
+def check_imaginary_conservative(mode: str, scale: float) -> None:
+    """Refuse an unknown ``imaginary_conservative`` or a weight it cannot take."""
+    if mode not in get_args(ImaginaryConservative):
+        raise ValueError(
+            f"imaginary_conservative must be one of {get_args(ImaginaryConservative)}, got {mode!r}"
+        )
+    if not 0.0 <= scale <= 1.0:
+        raise ValueError(f"imaginary_conservative_weight must be in [0, 1], got {scale}")
+    if scale != 1.0 and mode != "like_real":
+        raise ValueError(
+            "imaginary_conservative_weight applies to imaginary_conservative='like_real' only"
+        )
+
+
+def conservative_row_weights(
+    mode: ImaginaryConservative, scale: float, source: Tensor, weight: Tensor | None
+) -> tuple[Tensor | None, Tensor | None]:
+    """Per-row weights ``(pushed_down, pushed_up)`` of the conservative gap
+    ``E_down[logsumexp_a Q(s, a)] - E_up[Q(s, a_data)]`` (``None``: every row alike).
+
+    ``like_real``: every row, an imaginary one counted ``scale`` times; ``push_down`` (COMBO's
+    split): the log-sum-exp on every row, the data action on real rows only, so an imagined
+    action is never favoured; ``td_only``: real rows only. ``source`` is 1 on imaginary rows;
+    ``weight`` (the batch's per-transition weights, if any) multiplies both."""
+    if mode == "like_real" and scale == 1.0:
+        return weight, weight
+    imaginary = (source != 0).to(torch.float32)
+    real = 1.0 - imaginary
+    if mode == "like_real":
+        rows = real + scale * imaginary
+        return (rows, rows) if weight is None else (rows * weight, rows * weight)
+    real = real if weight is None else real * weight
+    return (weight if mode == "push_down" else real), real
+
+
 class DiscreteCQL(OfflineRLModule):
     """CQL for discrete actions.
 
@@ -81,20 +116,7 @@ class DiscreteCQL(OfflineRLModule):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.save_hyperparameters()
-        if imaginary_conservative not in get_args(ImaginaryConservative):
-            raise ValueError(
-                f"imaginary_conservative must be one of {get_args(ImaginaryConservative)}, "
-                f"got {imaginary_conservative!r}"
-            )
-        if not 0.0 <= imaginary_conservative_weight <= 1.0:
-            raise ValueError(
-                "imaginary_conservative_weight must be in [0, 1], "
-                f"got {imaginary_conservative_weight}"
-            )
-        if imaginary_conservative_weight != 1.0 and imaginary_conservative != "like_real":
-            raise ValueError(
-                "imaginary_conservative_weight applies to imaginary_conservative='like_real' only"
-            )
+        check_imaginary_conservative(imaginary_conservative, imaginary_conservative_weight)
         self.imaginary_conservative = imaginary_conservative
         self.imaginary_conservative_weight = imaginary_conservative_weight
         self.lr, self.gamma, self.alpha = lr, gamma, alpha
@@ -134,18 +156,10 @@ class DiscreteCQL(OfflineRLModule):
     ) -> Tensor:
         """``E[logsumexp_a Q(s, a)] - E[Q(s, a_data)]`` over the rows
         ``imaginary_conservative`` says (``source``: 1 on imaginary rows)."""
-        logsumexp = torch.logsumexp(q_all, dim=-1)
-        real = (source == 0).to(q_data.dtype)
-        if self.imaginary_conservative == "like_real":
-            if self.imaginary_conservative_weight == 1.0:
-                return weighted_mean(logsumexp - q_data, weight)
-            row = real + (1 - real) * self.imaginary_conservative_weight
-            return weighted_mean(logsumexp - q_data, row if weight is None else row * weight)
-        real_weight = real if weight is None else real * weight
-        pushed_up = weighted_mean(q_data, real_weight)
-        if self.imaginary_conservative == "push_down":
-            return weighted_mean(logsumexp, weight) - pushed_up
-        return weighted_mean(logsumexp, real_weight) - pushed_up
+        down, up = conservative_row_weights(
+            self.imaginary_conservative, self.imaginary_conservative_weight, source, weight
+        )
+        return weighted_mean(torch.logsumexp(q_all, dim=-1), down) - weighted_mean(q_data, up)
 
     def after_update(self) -> None:
         if (self.global_step + 1) % self.target_update_interval == 0:
@@ -170,6 +184,10 @@ class CQL(SAC):
         alpha_lr: learning rate of the entropy temperature.
         conservative_weight: weight of the CQL regulariser (paper: 5 or 10).
         num_sampled_actions: uniform and policy actions per state for the logsumexp.
+        imaginary_conservative: what the conservative term does on imaginary rows, as for
+            :class:`DiscreteCQL` (``like_real``, ``push_down`` or ``td_only``).
+        imaginary_conservative_weight: with ``like_real``, how much an imaginary row counts in
+            the conservative term beside a real row (as for :class:`DiscreteCQL`).
         **kwargs: the SAC arguments of :class:`SAC` (``gamma``, ``tau``,
             ``initial_temperature``, ``target_entropy``, ``sampling_seed``, ``undiscounted_td_bug``)
             and those of :class:`OfflineRLModule`.
@@ -183,12 +201,17 @@ class CQL(SAC):
         alpha_lr: float = 1e-4,
         conservative_weight: float = 5.0,
         num_sampled_actions: int = 10,
+        imaginary_conservative: ImaginaryConservative = "like_real",
+        imaginary_conservative_weight: float = 1.0,
         **kwargs: Any,
     ) -> None:
         # SAC.__init__ saves the hyperparameters, these included.
         super().__init__(*args, actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr, **kwargs)
+        check_imaginary_conservative(imaginary_conservative, imaginary_conservative_weight)
         self.conservative_weight = conservative_weight
         self.num_sampled_actions = num_sampled_actions
+        self.imaginary_conservative = imaginary_conservative
+        self.imaginary_conservative_weight = imaginary_conservative_weight
 
     @torch.no_grad()
     def pushdown_actions(
@@ -213,12 +236,16 @@ class CQL(SAC):
         batch: dict[str, Tensor],
         pushdown_rows: slice = slice(None),
         data_rows: slice = slice(None),
+        row_weights: tuple[Tensor | None, Tensor | None] | None = None,
     ) -> dict[str, Tensor]:
         """SAC losses with the conservative critic term
         ``E_{s in pushdown_rows}[logsumexp_a Q(s, a)] - E_{data_rows}[Q(s, a_data)]``, every
-        expectation weighted by ``batch["weight"]`` if given."""
+        expectation weighted by ``batch["weight"]`` if given; ``row_weights`` (full-batch
+        ``(pushed_down, pushed_up)`` weights, see :func:`conservative_row_weights`) replace it
+        in the two conservative expectations."""
         s, s2, instr = batch["state"], batch["next_state"], batch["instruction"]
         weight = batch.get("weight")
+        down_weight, up_weight = (weight, weight) if row_weights is None else row_weights
         action = self.to_unit(batch["action"]).clamp(-1.0, 1.0)
         temperature = self.log_temperature.exp().detach()
         actor_loss, temperature_loss, _ = self.policy_terms(s, instr, temperature, weight)
@@ -231,8 +258,8 @@ class CQL(SAC):
             td = td + weighted_loss(F.mse_loss, q_data, target, weight=weight)
             sampled = torch.cat([critic(s_k, instr_pushdown, a) - logp for a, logp in samples], 1)
             logsumexp = torch.logsumexp(sampled, dim=-1)
-            pushed_down = weighted_mean(logsumexp, _rows(weight, pushdown_rows))
-            pushed_up = weighted_mean(q_data[data_rows], _rows(weight, data_rows))
+            pushed_down = weighted_mean(logsumexp, _rows(down_weight, pushdown_rows))
+            pushed_up = weighted_mean(q_data[data_rows], _rows(up_weight, data_rows))
             conservative = conservative + pushed_down - pushed_up
             q_data_mean = q_data_mean + q_data.mean().detach() / len(self.critics)
         critic_loss = td + self.conservative_weight * conservative
@@ -248,7 +275,13 @@ class CQL(SAC):
         }
 
     def losses(self, batch: PreparedBatch) -> dict[str, Tensor]:
-        return self.conservative_sac_losses(batch)
+        row_weights = conservative_row_weights(
+            self.imaginary_conservative,
+            self.imaginary_conservative_weight,
+            batch["source"],
+            batch.get("weight"),
+        )
+        return self.conservative_sac_losses(batch, row_weights=row_weights)
 
 
 def _rows(weight: Tensor | None, rows: slice) -> Tensor | None:
