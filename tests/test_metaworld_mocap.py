@@ -138,3 +138,93 @@ def test_each_member_rolls_the_actions_forward_on_its_own_predictions():
         scorer.next_states(
             episode.states[:1], actions[:1], hook(task, episode.states[:1], actions[:1]), member=3
         )
+
+
+def test_the_continuation_gives_each_candidate_its_paths_context():
+    """Continued from a rollout's history along candidate plans, ``MocapContinuation`` gives
+    at every step the context ``dynamics_context`` gives for each candidate's whole path,
+    clipping at the mocap box included."""
+    from imaginebench.envs.metaworld.mocap import MocapContinuation
+    from imaginebench.envs.metaworld.tasks import MetaWorldTask
+
+    rng = np.random.default_rng(0)
+    task = MetaWorldTask("door-unlock")
+    for t in (0, 1, 7):
+        history = rng.normal(size=(t + 1, 91))
+        taken = rng.uniform(-1, 1, size=(t, 4))
+        candidates, horizon = 4, 5
+        plans = rng.uniform(-3, 3, size=(candidates, horizon, 4))  # beyond [-1, 1]: clipped
+        futures = rng.normal(size=(candidates, horizon, 91))
+        continuation = MocapContinuation(task, history, taken, candidates)
+        state = np.repeat(history[-1:], candidates, axis=0)
+        for h in range(horizon):
+            context = continuation.step(state, plans[:, h])
+            for c in range(candidates):
+                path = np.concatenate([history, futures[c, :h]])
+                actions = np.concatenate([taken, plans[c, : h + 1]])
+                expected = dynamics_context(task, path, actions)[-1]
+                np.testing.assert_allclose(context[c], expected, atol=1e-6)
+            state = futures[:, h]
+    with pytest.raises(ValueError, match="2 states need 1 actions"):
+        MocapContinuation(task, np.zeros((2, 91)), np.zeros((0, 4)), 3)
+
+
+def test_the_lookahead_searches_with_each_candidates_mocap_context():
+    """With Meta-World's state model, the lookahead gives every candidate plan its own mocap
+    context: told to reach, the searched actions pull the hand towards the goal and bring the
+    imagined hand closer to it than the proposed zero actions, unsearched, leave it; without
+    the domain's plan_context the lookahead is refused."""
+    import torch
+
+    from imaginebench.data.collect import collect
+    from imaginebench.envs.base import Task
+    from imaginebench.envs.metaworld.layout import TARGET, tcp
+    from imaginebench.imagination.confidence import TransitionEnsemble
+    from imaginebench.imagination.lookahead import Lookahead, LookaheadConfig
+
+    real = collect("metaworld", "train", 10, seed=0, epsilon=0.1, progress=False)[0]
+    domain = get_domain("metaworld")
+    settings = {"members": 2, "hidden": [64, 64], "max_steps": 600, "eval_every": 200}
+    scorer = TransitionEnsemble.fit(real, settings, context=domain.dynamics_context)
+    config = LookaheadConfig(horizon=4, candidates=32, elites=6, iterations=2, spread_penalty=0)
+    with pytest.raises(ValueError, match="plan_context"):
+        Lookahead(scorer, config)
+    lookahead = Lookahead(scorer, config, plan_context=domain.plan_context)
+    episodes = [real.episode(i) for i in range(len(real))]
+    reach = [e for e in episodes if Task.from_spec(e.task_spec).name == "reach"][:2]
+    assert reach, "the collected data should hold reach episodes"
+    task = Task.from_spec(reach[0].task_spec)
+    generator = torch.Generator().manual_seed(0)
+    rows, STEPS = list(range(len(reach))), 15
+    states = [[np.asarray(e.states[0], np.float32)] for e in reach]
+    actions: list[list[np.ndarray]] = [[] for _ in reach]
+    for _ in range(STEPS):
+        past = [np.stack(s) for s in states]
+        taken = [np.stack(a) if a else np.zeros((0, 4), np.float32) for a in actions]
+        proposed = np.zeros((len(rows), 4), np.float32)
+        action = lookahead.refine(rows, [task] * len(rows), past, proposed, generator, taken)
+        for row in rows:
+            context = domain.dynamics_context(task, past[row], np.stack([*taken[row], action[row]]))
+            nxt = scorer.next_states(past[row][-1:], action[row : row + 1], context[-1:])[0]
+            states[row].append(nxt)
+            actions[row].append(action[row])
+
+    def gap(path):  # the hand's distance to reach's goal at the end
+        return np.linalg.norm(tcp(path[-1]) - path[-1][TARGET])
+
+    searched = np.array([gap(s) for s in states])
+    still = []  # the proposed zero actions, unsearched, in the same state model
+    for episode in reach:
+        path, zeros = [np.asarray(episode.states[0], np.float32)], np.zeros((STEPS, 4), np.float32)
+        for t in range(STEPS):
+            context = domain.dynamics_context(task, np.stack(path), zeros[: t + 1])
+            path.append(scorer.next_states(path[-1][None], zeros[t : t + 1], context[-1:])[0])
+        still.append(gap(path))
+    assert (searched < np.array(still)).all(), (still, searched)
+    for row, episode in enumerate(reach):  # and the searched actions pull the hand goalwards
+        start = np.asarray(episode.states[0])
+        way = start[TARGET] - tcp(start)
+        pull = np.stack(actions[row])[:, :3].sum(0)
+        assert way @ pull / np.linalg.norm(way) / np.linalg.norm(pull) > 0.7
+    with pytest.raises(ValueError, match="actions taken so far"):
+        lookahead.refine(rows, [task] * len(rows), past, proposed, generator)

@@ -36,7 +36,10 @@ class Domain:
     states before each transition and ``T`` actions), what a model of the dynamics needs beyond
     the state and action and the rollout's own history determines (``(T, K)``; Meta-World: the
     mocap target its actions have moved, :mod:`imaginebench.envs.metaworld.mocap`); ``None``:
-    the state and action are all it needs.
+    the state and action are all it needs. ``plan_context(task, states, actions, n)`` (with a
+    ``dynamics_context``) continues a rollout's ``t + 1`` states and ``t`` actions along ``n``
+    candidate plans: an object whose ``step(states, actions) -> (n, K)`` gives each candidate's
+    context of its next transition (the imagination's lookahead).
     """
 
     name: str
@@ -47,6 +50,7 @@ class Domain:
     integer_states: bool = False
     make_renderer: Callable[..., RolloutRenderer] | None = None
     dynamics_context: Callable[[Task, np.ndarray, np.ndarray], np.ndarray] | None = None
+    plan_context: Callable[[Task, np.ndarray, np.ndarray, int], Any] | None = None
 
 
 def _lazy(target: str) -> Callable[..., Any]:
@@ -94,6 +98,7 @@ DOMAINS: dict[str, Domain] = {
         "MetaWorld",
         renderer=True,
         dynamics_context=_lazy("imaginebench.envs.metaworld.mocap:dynamics_context"),
+        plan_context=_lazy("imaginebench.envs.metaworld.mocap:MocapContinuation"),
     ),
     "libero": _domain("libero", "imaginebench/LIBERO-v0", "libero", "Libero", renderer=True),
 }

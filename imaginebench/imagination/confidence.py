@@ -414,14 +414,13 @@ class TransitionEnsemble:
 
     @torch.no_grad()
     def step_with_spread(
-        self, states: np.ndarray, actions: np.ndarray
+        self, states: np.ndarray, actions: np.ndarray, context: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``(n, D)`` next states as :meth:`next_states` gives them (no context) and ``(n,)``
-        the members' disagreement about them: ``sqrt(sum over entries of the variance)`` of
-        their predicted changes, in units of a real change's spread (what a lookahead
-        penalises)."""
+        """``(n, D)`` next states as :meth:`next_states` gives them and ``(n,)`` the members'
+        disagreement about them: ``sqrt(sum over entries of the variance)`` of their predicted
+        changes, in units of a real change's spread (what a lookahead penalises)."""
         state = torch.as_tensor(np.asarray(states, dtype=np.float32))
-        inputs = self._held_features(state, torch.as_tensor(np.asarray(actions)), None)
+        inputs = self._held_features(state, torch.as_tensor(np.asarray(actions)), context)
         means = self.ensemble.means(*inputs)
         spread = means.var(0, unbiased=False).sum(-1).sqrt().numpy()
         return self._advance(state, means.mean(0)), spread

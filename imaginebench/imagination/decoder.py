@@ -514,7 +514,7 @@ class Imaginer:
                 context_of = self._context_of(specs, states, actions, active.tolist())
             refine = None
             if self.lookahead is not None:
-                refine = self._refine_of(specs, states, active.tolist())
+                refine = self._refine_of(specs, states, actions, active.tolist())
             action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
                 seq, current, previous, context_of=context_of, refine=refine
             )
@@ -627,7 +627,11 @@ class Imaginer:
         return legal, np.asarray(trust) >= self.min_confidence
 
     def _refine_of(
-        self, specs: list[EpisodeSpec], states: list[list[np.ndarray]], rows: list[int]
+        self,
+        specs: list[EpisodeSpec],
+        states: list[list[np.ndarray]],
+        actions: list[list[np.ndarray]],
+        rows: list[int],
     ) -> Callable[[np.ndarray], np.ndarray]:
         """Given the LM's ``(B, A)`` actions of the step, the lookahead's (each active row's
         plan kept under its rollout's index)."""
@@ -637,7 +641,8 @@ class Imaginer:
         def refine(proposed: np.ndarray) -> np.ndarray:
             tasks = [specs[index].task for index in rows]
             histories = [np.stack(states[index]) for index in rows]
-            return lookahead.refine(rows, tasks, histories, proposed, self.generator)
+            taken = [_stacked(actions[index], proposed.shape[1:]) for index in rows]
+            return lookahead.refine(rows, tasks, histories, proposed, self.generator, taken)
 
         return refine
 
@@ -683,3 +688,10 @@ def to_episode(
         success=rollout.success,
         confidence=dict(confidence or {}),
     )
+
+
+def _stacked(rows: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """``(len(rows), *shape)`` float32: ``rows`` stacked (none: an empty array of that shape)."""
+    if not rows:
+        return np.zeros((0, *shape), dtype=np.float32)
+    return np.stack(rows).astype(np.float32)

@@ -20,13 +20,16 @@ The instruction's own judge thus steers the imagined actions as the ``require_su
 does the rollouts, one step at a time: what the task asks for beyond the real data (HalfCheetah's
 "faster") can be reached by actions the LM alone does not propose. The state model decides
 what those actions do, so the rollouts are only as physical as it is: the disagreement term
-keeps the plans where its members agree.
+keeps the plans where its members agree. Where the state model needs a dynamics context
+(Meta-World's mocap target), each candidate carries its own, continued from the rollout's
+history by the domain's ``plan_context``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,6 +92,9 @@ class Lookahead:
         legal: the domain's legality rule (``(N, D) states -> (N,) bool``), or ``None``.
         action_low: lower bound of every action entry.
         action_high: upper bound of every action entry.
+        plan_context: the domain's ``plan_context(task, states, actions, n)`` (see
+            :class:`~imaginebench.envs.Domain`), needed when the ensemble models a dynamics
+            context.
     """
 
     def __init__(
@@ -98,15 +104,17 @@ class Lookahead:
         legal: Callable[[np.ndarray], np.ndarray] | None = None,
         action_low: float = -1.0,
         action_high: float = 1.0,
+        plan_context: Callable[[Task, np.ndarray, np.ndarray, int], Any] | None = None,
     ) -> None:
         if not config.enabled:
             raise ValueError("Lookahead needs lookahead.horizon >= 1")
-        if ensemble.context is not None:
+        if ensemble.context is not None and plan_context is None:
             raise ValueError(
-                "lookahead does not support a state model with a dynamics context (Meta-World's "
-                "mocap target): its plans would need the context of every candidate"
+                "the state model takes a dynamics context (Meta-World's mocap target): the "
+                "lookahead needs the domain's plan_context to give every candidate its own"
             )
         self.ensemble, self.config, self.legal = ensemble, config, legal
+        self.plan_context = plan_context if ensemble.context is not None else None
         self.low, self.high = action_low, action_high
         self.plans: dict[int, np.ndarray] = {}
 
@@ -122,12 +130,16 @@ class Lookahead:
         histories: Sequence[np.ndarray],
         proposed: np.ndarray,
         generator: torch.Generator,
+        actions: Sequence[np.ndarray] | None = None,
     ) -> np.ndarray:
         """``(B, A)`` float32: the action of each rollout after the search.
 
         ``rollouts`` names each row (its plan is kept under that key for the next step),
         ``tasks`` its task, ``histories`` its ``(t + 1, D)`` imagined states so far (the last
-        is the current state) and ``proposed`` the LM's ``(B, A)`` action."""
+        is the current state), ``proposed`` the LM's ``(B, A)`` action and ``actions`` the
+        ``(t, A)`` actions taken so far (needed with a dynamics context)."""
+        if self.plan_context is not None and actions is None:
+            raise ValueError("a lookahead with a dynamics context needs the actions taken so far")
         cfg = self.config
         proposed = np.asarray(proposed, dtype=np.float32)
         b, a = proposed.shape
@@ -146,7 +158,7 @@ class Lookahead:
             plans[:, 0] = mean  # the current mean stays a candidate,
             plans[:, 1] = mean  # and so does the LM's action followed by the mean's rest
             plans[:, 1, 0] = proposed
-            scores = self._scores(tasks, histories, current, plans.astype(np.float32))
+            scores = self._scores(tasks, histories, actions, current, plans.astype(np.float32))
             best = np.argsort(-scores, axis=1)[:, : cfg.elites]
             elites = np.take_along_axis(plans, best[:, :, None, None], axis=1)
             mean = elites.mean(1)
@@ -159,6 +171,7 @@ class Lookahead:
         self,
         tasks: Sequence[Task],
         histories: Sequence[np.ndarray],
+        actions: Sequence[np.ndarray] | None,
         current: np.ndarray,
         plans: np.ndarray,
     ) -> np.ndarray:
@@ -167,10 +180,24 @@ class Lookahead:
         state = np.repeat(current, p, axis=0)
         futures = np.empty((b * p, h, current.shape[-1]), dtype=np.float32)
         spread = np.zeros(b * p)
+        continuations = None
+        if self.plan_context is not None:
+            assert actions is not None
+            continuations = [
+                self.plan_context(task, history, taken, p)
+                for task, history, taken in zip(tasks, histories, actions, strict=True)
+            ]
         for step in range(h):
-            futures[:, step], disagreement = self.ensemble.step_with_spread(
-                state, plans[:, :, step].reshape(b * p, -1)
-            )
+            taken = plans[:, :, step].reshape(b * p, -1)
+            context = None
+            if continuations is not None:
+                context = np.concatenate(
+                    [
+                        continuation.step(state[row * p : (row + 1) * p], plans[row, :, step])
+                        for row, continuation in enumerate(continuations)
+                    ]
+                )
+            futures[:, step], disagreement = self.ensemble.step_with_spread(state, taken, context)
             spread += disagreement
             state = futures[:, step]
         futures = futures.reshape(b, p, h, -1)

@@ -273,6 +273,7 @@ def imagine_level(
             spec.make_quality().legal,
             action_spec.get("low", -1.0),
             action_spec.get("high", 1.0),
+            plan_context=spec.plan_context,
         )
         if lookahead.enabled
         else None,

@@ -75,3 +75,36 @@ def dynamics_context(task: Any, states: np.ndarray, actions: np.ndarray) -> np.n
     last_change = np.diff(states, axis=0, prepend=states[:1])
     pull = mocap_targets(task.name, actions) - states[:, :3]
     return np.concatenate([last_change, pull], axis=1).astype(np.float32)
+
+
+class MocapContinuation:
+    """:func:`dynamics_context` for ``n`` continuations of one rollout, one step at a time.
+
+    A search over plans (the imagination's lookahead) continues a rollout's history
+    ``states`` ``(t + 1, D)`` (the last is the current state) and ``actions`` ``(t, 4)`` along
+    ``n`` candidate plans at once; :meth:`step` gives each candidate's context of its next
+    transition, as :func:`dynamics_context` would give it for the whole path, without
+    recomputing the history."""
+
+    def __init__(self, task: Any, states: np.ndarray, actions: np.ndarray, n: int) -> None:
+        if task.name not in MOCAP:
+            raise ValueError(f"no mocap constants for Meta-World task {task.name!r}")
+        states = np.asarray(states, dtype=np.float64)
+        if len(states) != len(actions) + 1:
+            raise ValueError(
+                f"{len(states)} states need {len(states) - 1} actions, got {len(actions)}"
+            )
+        low, high, start = (np.asarray(x, dtype=np.float64) for x in MOCAP[task.name])
+        self.low, self.high = low, high
+        target = mocap_targets(task.name, actions)[-1] if len(actions) else start
+        self.target = np.tile(target, (n, 1))
+        self.previous = np.tile(states[-2] if len(states) > 1 else states[-1], (n, 1))
+
+    def step(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``(n, D + 3)`` float32: the context of each candidate's transition from ``states``
+        ``(n, D)`` by ``actions`` ``(n, 4)``; the candidates then stand at their next state."""
+        states = np.asarray(states, dtype=np.float64)
+        step = np.clip(np.asarray(actions, dtype=np.float64)[:, :3], -1.0, 1.0) * ACTION_SCALE
+        self.target = np.clip(self.target + step, self.low, self.high)
+        last_change, self.previous = states - self.previous, states
+        return np.concatenate([last_change, self.target - states[:, :3]], axis=1).astype(np.float32)
