@@ -483,3 +483,22 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:  # a zombie has exited
         return f.read().split(") ")[1][0] != "Z"
+
+
+def test_the_grid_record_keeps_every_command_that_ran_into_the_folder(tmp_path):
+    """A folder extended by a second command (and resumed by the first again) records both,
+    oldest first, and the newest as ``command`` (the report's header names them all)."""
+    import yaml
+
+    from imaginebench.benchmark import write_grid_record
+
+    spec = _spec(out=str(tmp_path / "grid"))
+    first = ["imaginebench", "benchmark", "--algorithms", "bc"]
+    second = ["imaginebench", "benchmark", "--algorithms", "cql"]
+    for command in (first, second, first):
+        path = write_grid_record(spec, command)
+    record = yaml.safe_load(path.read_text())
+    assert record["commands"] == [first, second] and record["command"] == first
+    (tmp_path / "grid" / "benchmark.yaml").write_text(yaml.safe_dump({"command": first}))
+    write_grid_record(spec, second)  # a record from before ``commands`` existed
+    assert yaml.safe_load(path.read_text())["commands"] == [first, second]

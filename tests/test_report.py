@@ -274,3 +274,12 @@ def test_seeds_of_a_full_cell_count_every_command_s_runs(bench, tmp_path):
     assert "over 3 seed(s)" in table
     assert "| DiscreteBC | real | 60.0 ± 10.0 [35.2, 84.8] |" in table  # 3 of 3: no mark
     assert "| DiscreteBC | real + oracle | 50.0 ± 0.0 [50.0, 50.0] (n=2)" in table
+
+
+def test_the_header_names_every_command_that_ran_into_the_folder(bench, tmp_path):
+    (bench / "benchmark.yaml").write_text(
+        "command: [imaginebench, b]\ncommands: [[imaginebench, a], [imaginebench, b]]\n"
+    )
+    write_report(bench, tmp_path / "report", reps=100)
+    text = (tmp_path / "report/results.md").read_text()
+    assert "from the runs of `imaginebench a` and then `imaginebench b`." in text

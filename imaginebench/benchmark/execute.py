@@ -5,6 +5,7 @@ progress bar over runs."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -33,6 +34,8 @@ from imaginebench.benchmark.runs import (
 )
 from imaginebench.benchmark.settings import oracle_collect, run_settings
 from imaginebench.benchmark.spec import BenchmarkSpec
+
+log = logging.getLogger(__name__)
 
 #: Seconds a run gets to stop after SIGTERM before it is killed.
 STOP_GRACE_SECONDS = 30
@@ -302,13 +305,23 @@ def _terminate(process: subprocess.Popen) -> None:
 
 
 def write_grid_record(spec: BenchmarkSpec, command: list[str]) -> Path:
-    """``<out>/benchmark.yaml``: the grid and the command that ran it (what ``report`` states
-    in its header)."""
+    """``<out>/benchmark.yaml``: the grid and the command that ran it, and under ``commands``
+    every distinct command that has run into the folder, oldest first (what ``report`` states
+    in its header: a folder resumed or extended by other commands holds all their runs)."""
     import yaml
 
     out = spec.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    record = {"command": command, "spec": spec.to_dict()}
     path = out / "benchmark.yaml"
+    earlier: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            earlier = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError:
+            log.warning("%s: unreadable, its earlier commands are not kept", path)
+    commands = list(earlier.get("commands") or [c for c in [earlier.get("command")] if c])
+    if command not in commands:
+        commands.append(command)
+    record = {"command": command, "commands": commands, "spec": spec.to_dict()}
     write_text_atomically(path, yaml.safe_dump(record, sort_keys=False))
     return path
