@@ -19,6 +19,7 @@ from typing import Any
 
 from imaginebench.atomic import write_text_atomically
 from imaginebench.benchmark.grid import Run
+from imaginebench.benchmark.records import grid_commands
 from imaginebench.benchmark.references import evaluation_settings, reference_job
 from imaginebench.benchmark.runs import (
     DONE_FILE,
@@ -319,7 +320,7 @@ def write_grid_record(spec: BenchmarkSpec, command: list[str]) -> Path:
             earlier = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError:
             log.warning("%s: unreadable, its earlier commands are not kept", path)
-    commands = list(earlier.get("commands") or [c for c in [earlier.get("command")] if c])
+    commands = grid_commands(earlier)
     if command not in commands:
         commands.append(command)
     record = {"command": command, "commands": commands, "spec": spec.to_dict()}

@@ -17,6 +17,7 @@ import re
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from imaginebench.atomic import write_text_atomically
 from imaginebench.benchmark.runs import (
@@ -45,6 +46,12 @@ class ImportOutcome:
     written: list[str] = field(default_factory=list)
     already_finished: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
+
+
+def grid_commands(record: dict[str, Any]) -> list[list[str]]:
+    """Every command a grid record (``benchmark.yaml``) names, oldest first: its ``commands``,
+    or, in a record from before they were kept, its one ``command``."""
+    return list(record.get("commands") or [c for c in [record.get("command")] if c])
 
 
 def finished_run_folders(runs_dir: Path) -> list[Path]:

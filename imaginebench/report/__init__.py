@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 
 from imaginebench.atomic import write_text_atomically
+from imaginebench.benchmark.records import grid_commands
 from imaginebench.report.figures import aggregate_figure, figure5, figure6
 from imaginebench.report.results import BenchmarkRuns, ReportError, RunResult, load_runs
 from imaginebench.report.stats import (
@@ -72,7 +73,7 @@ def _header(
 ) -> list[str]:
     record = bench.record
     spec = record.get("spec", {})
-    commands = record.get("commands") or [c for c in [record.get("command")] if c]
+    commands = grid_commands(record)
     budgets = {}
     for r in bench.runs:
         if r.algorithm != "reference":
