@@ -44,15 +44,16 @@ def heldout_spread(ensemble, path: str) -> np.ndarray:
     return spread
 
 
-def search(ensemble, config, specs, steps, seed):
+def search(ensemble, config, specs, steps, seed, tasks=None):
     """The searched actions of each episode (up to its imagined success), whether the imagined
-    states succeed, and the mean disagreement of the steps taken."""
+    states succeed, and the mean disagreement of the steps taken. ``tasks`` (default: the
+    episodes' own) are what the search scores plans with."""
     domain = get_domain("metaworld")
     lookahead = Lookahead(
         ensemble, config, domain.make_quality().legal, plan_context=domain.plan_context
     )
     generator = torch.Generator().manual_seed(seed)
-    tasks = [spec.task for spec in specs]
+    tasks = [spec.task for spec in specs] if tasks is None else list(tasks)
     histories = [[np.asarray(spec.initial_state, np.float32)] for spec in specs]
     actions: list[list[np.ndarray]] = [[] for _ in specs]
     done = np.zeros(len(specs), dtype=bool)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lookahead_metaworld import ENSEMBLE  # noqa: E402
+from lookahead_metaworld import ENSEMBLE, search  # noqa: E402
 
 from imaginebench.data.format import load_dataset  # noqa: E402
 from imaginebench.envs import get_domain, make  # noqa: E402
@@ -41,7 +41,7 @@ from imaginebench.envs.metaworld.tasks import (  # noqa: E402
     MetaWorldTask,
     tolerance,
 )
-from imaginebench.imagination.lookahead import Lookahead, LookaheadConfig  # noqa: E402
+from imaginebench.imagination.lookahead import LookaheadConfig  # noqa: E402
 from imaginebench.imagination.score import fit_ensemble_on  # noqa: E402
 
 #: the gripper opening at which the experts hold a puck or mug (0.41-0.53 in the real data; fully
@@ -117,35 +117,6 @@ def distances(states: np.ndarray, entity: str, goal: np.ndarray) -> np.ndarray:
     )
 
 
-def search(ensemble, config: LookaheadConfig, tasks, specs, steps: int, seed: int):
-    """The searched actions of each scene (up to its imagined success) and that success."""
-    domain = get_domain("metaworld")
-    lookahead = Lookahead(
-        ensemble, config, domain.make_quality().legal, plan_context=domain.plan_context
-    )
-    generator = torch.Generator().manual_seed(seed)
-    histories = [[np.asarray(spec.initial_state, np.float32)] for spec in specs]
-    actions: list[list[np.ndarray]] = [[] for _ in specs]
-    done = np.zeros(len(specs), dtype=bool)
-    for _ in range(steps):
-        rows = np.flatnonzero(~done).tolist()
-        if not rows:
-            break
-        past = [np.stack(histories[i]) for i in rows]
-        taken = [np.stack(actions[i]) if actions[i] else np.zeros((0, 4), np.float32) for i in rows]
-        zeros = np.zeros((len(rows), 4), np.float32)
-        chosen = lookahead.refine(rows, [tasks[i] for i in rows], past, zeros, generator, taken)
-        for row, i in enumerate(rows):
-            context = domain.dynamics_context(
-                tasks[i], past[row], np.concatenate([taken[row], chosen[row : row + 1]])
-            )[-1:]
-            nxt, _ = ensemble.step_with_spread(past[row][-1:], chosen[row : row + 1], context)
-            histories[i].append(tasks[i].observed(np.concatenate([past[row], nxt])))
-            actions[i].append(chosen[row])
-            done[i] = bool(tasks[i].is_success(np.stack(histories[i])))
-    return [np.stack(a) for a in actions], done
-
-
 def _xyz(p: np.ndarray) -> str:
     return "(" + ", ".join(f"{v:.3f}" for v in p) + ")"
 
@@ -219,7 +190,8 @@ def main() -> None:
         iterations=args.iterations,
         spread_penalty=args.penalty,
     )
-    actions, imagined_success = search(ensemble, config, tasks, specs, args.steps, args.seed)
+    found, imagined_success, _ = search(ensemble, config, specs, args.steps, args.seed, tasks)
+    actions = [np.stack(a) for a in found]
     print(
         f"\nthe search alone, potential {args.potential}, disagreement weight {args.penalty}, "
         f"horizon {args.horizon}, {args.candidates} candidates / {args.elites} elites / "
