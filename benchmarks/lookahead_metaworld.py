@@ -78,18 +78,27 @@ def search(ensemble, config, specs, steps, seed, tasks=None):
     return actions, done, float(np.mean(spreads))
 
 
-def replay(spec, actions) -> bool:
-    """Whether ``actions``, executed in the simulator from the episode's scene, succeed."""
+def replayed(spec, actions) -> tuple[np.ndarray, bool]:
+    """The simulator's states under ``actions`` from the episode's scene (up to its success),
+    and whether they succeed."""
     env = make("metaworld", spec.level, max_episode_steps=10**9).unwrapped
-    env.reset(options={"episode": spec})
+    obs, _ = env.reset(options={"episode": spec})
+    states, success = [obs], False
     try:
         for action in actions:
-            _, _, terminated, _, info = env.step(action)
+            obs, _, terminated, _, info = env.step(action)
+            states.append(obs)
             if info["is_success"] or terminated:
-                return bool(info["is_success"])
-        return False
+                success = bool(info["is_success"])
+                break
     finally:
         env.close()
+    return np.stack(states), success
+
+
+def replay(spec, actions) -> bool:
+    """Whether ``actions``, executed in the simulator from the episode's scene, succeed."""
+    return replayed(spec, actions)[1]
 
 
 def main() -> None:

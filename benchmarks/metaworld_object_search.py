@@ -30,10 +30,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lookahead_metaworld import ENSEMBLE, search  # noqa: E402
+from lookahead_metaworld import ENSEMBLE, replayed, search  # noqa: E402
 
 from imaginebench.data.format import load_dataset  # noqa: E402
-from imaginebench.envs import get_domain, make  # noqa: E402
+from imaginebench.envs import get_domain  # noqa: E402
 from imaginebench.envs.metaworld.layout import GRIPPER, TASK_ENTITIES, entity_pos, tcp  # noqa: E402
 from imaginebench.envs.metaworld.tasks import (  # noqa: E402
     GOALS,
@@ -84,23 +84,6 @@ def roll(ensemble, task, first: np.ndarray, actions: np.ndarray) -> np.ndarray:
         nxt, _ = ensemble.step_with_spread(past[-1:], actions[k : k + 1], context)
         history.append(task.observed(np.concatenate([past, nxt])))
     return np.stack(history)
-
-
-def replayed(spec, actions: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The simulator's states under ``actions`` from the episode's scene, and its success."""
-    env = make("metaworld", spec.level, max_episode_steps=10**9).unwrapped
-    obs, _ = env.reset(options={"episode": spec})
-    states, success = [obs], False
-    try:
-        for action in actions:
-            obs, _, _, _, info = env.step(action)
-            states.append(obs)
-            if info["is_success"]:
-                success = True
-                break
-    finally:
-        env.close()
-    return np.stack(states), success
 
 
 def distances(states: np.ndarray, entity: str, goal: np.ndarray) -> np.ndarray:
