@@ -44,10 +44,18 @@ def heldout_spread(ensemble, path: str) -> np.ndarray:
     return spread
 
 
+def imagined_step(ensemble, task, past: np.ndarray, actions: np.ndarray):
+    """The imagined state after ``past`` ``(t + 1, 91)`` under ``actions`` ``(t + 1, 4)`` (the
+    last is this step's), as the rollout observes it, and the members' disagreement about it."""
+    context = get_domain("metaworld").dynamics_context(task, past, actions)[-1:]
+    nxt, spread = ensemble.step_with_spread(past[-1:], actions[-1:], context)
+    return task.observed(np.concatenate([past, nxt])), float(spread[0])
+
+
 def search(ensemble, config, specs, steps, seed, tasks=None):
     """The searched actions of each episode (up to its imagined success), whether the imagined
-    states succeed, and the mean disagreement of the steps taken. ``tasks`` (default: the
-    episodes' own) are what the search scores plans with."""
+    states succeed, the mean disagreement of the steps taken, and each episode's imagined
+    states. ``tasks`` (default: the episodes' own) are what the search scores plans with."""
     domain = get_domain("metaworld")
     lookahead = Lookahead(
         ensemble, config, domain.make_quality().legal, plan_context=domain.plan_context
@@ -67,15 +75,13 @@ def search(ensemble, config, specs, steps, seed, tasks=None):
         zeros = np.zeros((len(rows), 4), np.float32)
         chosen = lookahead.refine(rows, [tasks[i] for i in rows], past, zeros, generator, taken)
         for row, i in enumerate(rows):
-            context = domain.dynamics_context(
-                tasks[i], past[row], np.concatenate([taken[row], chosen[row : row + 1]])
-            )[-1:]
-            nxt, spread = ensemble.step_with_spread(past[row][-1:], chosen[row : row + 1], context)
-            histories[i].append(tasks[i].observed(np.concatenate([past[row], nxt])))
+            path = np.concatenate([taken[row], chosen[row : row + 1]])
+            state, spread = imagined_step(ensemble, tasks[i], past[row], path)
+            histories[i].append(state)
             actions[i].append(chosen[row])
-            spreads.append(float(spread[0]))
+            spreads.append(spread)
             done[i] = bool(tasks[i].is_success(np.stack(histories[i])))
-    return actions, done, float(np.mean(spreads))
+    return actions, done, float(np.mean(spreads)), [np.stack(h) for h in histories]
 
 
 def replayed(spec, actions) -> tuple[np.ndarray, bool]:
@@ -133,7 +139,7 @@ def main() -> None:
         config = LookaheadConfig(
             horizon=args.horizon, candidates=args.candidates, spread_penalty=penalty
         )
-        actions, imagined, spread = search(ensemble, config, specs, args.steps, args.seed)
+        actions, imagined, spread, _ = search(ensemble, config, specs, args.steps, args.seed)
         replayed = np.array([replay(spec, a) for spec, a in zip(specs, actions)])
         per_task = defaultdict(list)
         for spec, ok in zip(specs, replayed):

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lookahead_metaworld import ENSEMBLE, replayed, search  # noqa: E402
+from lookahead_metaworld import ENSEMBLE, imagined_step, replayed, search  # noqa: E402
 
 from imaginebench.data.format import load_dataset  # noqa: E402
 from imaginebench.envs import get_domain  # noqa: E402
@@ -76,13 +76,9 @@ class GraspPotential:
 
 def roll(ensemble, task, first: np.ndarray, actions: np.ndarray) -> np.ndarray:
     """``(T + 1, 91)``: ``actions`` rolled through the ensemble's mean from ``first``."""
-    domain = get_domain("metaworld")
     history = [np.asarray(first, np.float32)]
     for k in range(len(actions)):
-        past = np.stack(history)
-        context = domain.dynamics_context(task, past, actions[: k + 1])[-1:]
-        nxt, _ = ensemble.step_with_spread(past[-1:], actions[k : k + 1], context)
-        history.append(task.observed(np.concatenate([past, nxt])))
+        history.append(imagined_step(ensemble, task, np.stack(history), actions[: k + 1])[0])
     return np.stack(history)
 
 
@@ -173,16 +169,17 @@ def main() -> None:
         iterations=args.iterations,
         spread_penalty=args.penalty,
     )
-    found, imagined_success, _ = search(ensemble, config, specs, args.steps, args.seed, tasks)
+    found, imagined_success, _, paths = search(
+        ensemble, config, specs, args.steps, args.seed, tasks
+    )
     actions = [np.stack(a) for a in found]
     print(
         f"\nthe search alone, potential {args.potential}, disagreement weight {args.penalty}, "
         f"horizon {args.horizon}, {args.candidates} candidates / {args.elites} elites / "
         f"{args.iterations} iterations"
     )
-    for spec, acts, ok in zip(specs, actions, imagined_success, strict=True):
+    for spec, acts, ok, imagined in zip(specs, actions, imagined_success, paths, strict=True):
         entity = TASK_ENTITIES[spec.task.name][0]
-        imagined = roll(ensemble, spec.task, spec.initial_state, acts)
         real, success = replayed(spec, acts)
         goal = imagined[0, 4:7]
         im, re = distances(imagined, entity, goal), distances(real, entity, goal)
