@@ -458,6 +458,37 @@ def test_discrete_cql_imaginary_conservative_weight_scales_imagined_rows():
         module(imaginary_conservative="push_down", imaginary_conservative_weight=0.5)
 
 
+def test_discrete_cql_margin_mode_holds_imagined_actions_to_a_lead_only():
+    """``margin``: real rows keep CQL(H)'s gap; an imaginary row costs DQfD's large-margin gap,
+    ``max_a [Q(a) + m * (a != a_data)] - Q(a_data)``, which is zero once its action leads every
+    other by ``m`` (so it stops pushing), and its gradient then leaves Q untouched."""
+    m = DiscreteCQL(
+        state_dim=3,
+        action_spec={"type": "discrete", "n": 4},
+        imaginary_conservative="margin",
+        imaginary_margin=0.5,
+    )
+    q_all = torch.tensor(
+        [[1.0, 2.0, 3.0, 4.0], [0.0, 0.2, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]], requires_grad=True
+    )
+    action = torch.tensor([3, 1, 1])
+    q_data = q_all.gather(1, action[:, None]).squeeze(1)
+    source = torch.tensor([0, 1, 1], dtype=torch.uint8)  # rows 2 and 3 are imaginary
+    gap = m.conservative_gap(q_all, q_data, source, None, action)
+    lse_gap = torch.logsumexp(q_all[0], -1) - 4.0
+    # row 2 leads by 0.2 < 0.5: gap 0.3; row 3 leads by 1.0: gap 0
+    assert torch.allclose(gap, (lse_gap + 0.3 + 0.0) / 3)
+    gap.backward()
+    assert torch.equal(q_all.grad[2], torch.zeros(4))
+    assert q_all.grad[1, 1] < 0 and q_all.grad[1, 0] > 0  # lead widened: data up, rival down
+    weight = torch.tensor([1.0, 0.0, 1.0])  # a zero-weight row leaves the mean
+    assert torch.allclose(m.conservative_gap(q_all, q_data, source, weight, action), lse_gap / 2)
+    with pytest.raises(ValueError, match="positive"):
+        DiscreteCQL(state_dim=3, action_spec={"type": "discrete", "n": 4}, imaginary_margin=0.0)
+    with pytest.raises(ValueError, match="DiscreteCQL"):
+        CQL(state_dim=3, action_spec=CONTINUOUS, imaginary_conservative="margin")
+
+
 def test_discrete_cql_rejects_an_unknown_imaginary_conservative():
     with pytest.raises(ValueError, match="imaginary_conservative"):
         DiscreteCQL(

@@ -37,11 +37,11 @@ from imaginebench.modules.offline.base import (
 )
 from imaginebench.modules.offline.sac import SAC
 
-ImaginaryConservative = Literal["like_real", "push_down", "td_only"]
+ImaginaryConservative = Literal["like_real", "push_down", "td_only", "margin"]
 
 
-def check_imaginary_conservative(mode: str, scale: float) -> None:
-    """Refuse an unknown ``imaginary_conservative`` or a weight it cannot take."""
+def check_imaginary_conservative(mode: str, scale: float, margin: float = 0.8) -> None:
+    """Refuse an unknown ``imaginary_conservative`` or a weight or margin it cannot take."""
     if mode not in get_args(ImaginaryConservative):
         raise ValueError(
             f"imaginary_conservative must be one of {get_args(ImaginaryConservative)}, got {mode!r}"
@@ -52,6 +52,17 @@ def check_imaginary_conservative(mode: str, scale: float) -> None:
         raise ValueError(
             "imaginary_conservative_weight applies to imaginary_conservative='like_real' only"
         )
+    if not margin > 0.0:
+        raise ValueError(f"imaginary_margin must be positive, got {margin}")
+
+
+def large_margin_gap(q_all: Tensor, action: Tensor, margin: float) -> Tensor:
+    """Per-row ``max_a [Q(s, a) + margin * (a != a_data)] - Q(s, a_data)`` (Hester et al.,
+    2018, DQfD's supervised loss): zero once the data action leads every other by ``margin``,
+    so, unlike the log-sum-exp, it stops pushing where the ranking already holds."""
+    q_data = q_all.gather(1, action[:, None]).squeeze(1)
+    offsets = torch.full_like(q_all, margin).scatter(1, action[:, None], 0.0)
+    return (q_all + offsets).amax(-1) - q_data
 
 
 def conservative_row_weights(
@@ -91,9 +102,12 @@ class DiscreteCQL(OfflineRLModule):
             is pushed down on every row, the data action pushed up on real rows only, so an
             imagined action is never favoured) or ``td_only`` (imaginary rows enter the TD
             loss only).
+            ``margin`` replaces CQL(H) on imaginary rows by DQfD's large-margin loss (the
+            imagined action must lead every other by ``imaginary_margin``, no more).
         imaginary_conservative_weight: with ``like_real``, how much an imaginary row counts in
             the conservative term beside a real row (1: alike; 0: as ``td_only``; between: the
             term at imagined states scaled down).
+        imaginary_margin: with ``margin``, the lead the imagined action must keep (DQfD: 0.8).
         **kwargs: see :class:`OfflineRLModule`.
     """
 
@@ -112,13 +126,17 @@ class DiscreteCQL(OfflineRLModule):
         undiscounted_td_bug: bool = False,
         imaginary_conservative: ImaginaryConservative = "like_real",
         imaginary_conservative_weight: float = 1.0,
+        imaginary_margin: float = 0.8,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.save_hyperparameters()
-        check_imaginary_conservative(imaginary_conservative, imaginary_conservative_weight)
+        check_imaginary_conservative(
+            imaginary_conservative, imaginary_conservative_weight, imaginary_margin
+        )
         self.imaginary_conservative = imaginary_conservative
         self.imaginary_conservative_weight = imaginary_conservative_weight
+        self.imaginary_margin = imaginary_margin
         self.lr, self.gamma, self.alpha = lr, gamma, alpha
         self.target_update_interval, self.double_q = target_update_interval, double_q
         self.undiscounted_td_bug = undiscounted_td_bug
@@ -143,7 +161,9 @@ class DiscreteCQL(OfflineRLModule):
             target = batch["reward"] + discount * bootstrap
         weight = batch.get("weight")
         td = weighted_loss(F.smooth_l1_loss, q_data, target, weight=weight)
-        conservative = self.conservative_gap(q_all, q_data, batch["source"], weight)
+        conservative = self.conservative_gap(
+            q_all, q_data, batch["source"], weight, batch["action"]
+        )
         return {
             "loss": td + self.alpha * conservative,
             "td": td,
@@ -152,10 +172,26 @@ class DiscreteCQL(OfflineRLModule):
         }
 
     def conservative_gap(
-        self, q_all: Tensor, q_data: Tensor, source: Tensor, weight: Tensor | None
+        self,
+        q_all: Tensor,
+        q_data: Tensor,
+        source: Tensor,
+        weight: Tensor | None,
+        action: Tensor | None = None,
     ) -> Tensor:
         """``E[logsumexp_a Q(s, a)] - E[Q(s, a_data)]`` over the rows
-        ``imaginary_conservative`` says (``source``: 1 on imaginary rows)."""
+        ``imaginary_conservative`` says (``source``: 1 on imaginary rows); with ``margin``,
+        the mean over all rows of each real row's gap and each imaginary row's
+        :func:`large_margin_gap` (``action``: the data's actions)."""
+        if self.imaginary_conservative == "margin":
+            if action is None:
+                raise ValueError("imaginary_conservative='margin' needs the data's actions")
+            per_row = torch.where(
+                source != 0,
+                large_margin_gap(q_all, action, self.imaginary_margin),
+                torch.logsumexp(q_all, dim=-1) - q_data,
+            )
+            return weighted_mean(per_row, weight)
         down, up = conservative_row_weights(
             self.imaginary_conservative, self.imaginary_conservative_weight, source, weight
         )
@@ -208,6 +244,8 @@ class CQL(SAC):
         # SAC.__init__ saves the hyperparameters, these included.
         super().__init__(*args, actor_lr=actor_lr, critic_lr=critic_lr, alpha_lr=alpha_lr, **kwargs)
         check_imaginary_conservative(imaginary_conservative, imaginary_conservative_weight)
+        if imaginary_conservative == "margin":
+            raise ValueError("imaginary_conservative='margin' is DiscreteCQL's only")
         self.conservative_weight = conservative_weight
         self.num_sampled_actions = num_sampled_actions
         self.imaginary_conservative = imaginary_conservative
