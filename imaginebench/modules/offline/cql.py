@@ -161,9 +161,7 @@ class DiscreteCQL(OfflineRLModule):
             target = batch["reward"] + discount * bootstrap
         weight = batch.get("weight")
         td = weighted_loss(F.smooth_l1_loss, q_data, target, weight=weight)
-        conservative = self.conservative_gap(
-            q_all, q_data, batch["source"], weight, batch["action"]
-        )
+        conservative = self.conservative_gap(q_all, batch["action"], batch["source"], weight)
         return {
             "loss": td + self.alpha * conservative,
             "td": td,
@@ -172,20 +170,14 @@ class DiscreteCQL(OfflineRLModule):
         }
 
     def conservative_gap(
-        self,
-        q_all: Tensor,
-        q_data: Tensor,
-        source: Tensor,
-        weight: Tensor | None,
-        action: Tensor | None = None,
+        self, q_all: Tensor, action: Tensor, source: Tensor, weight: Tensor | None
     ) -> Tensor:
         """``E[logsumexp_a Q(s, a)] - E[Q(s, a_data)]`` over the rows
-        ``imaginary_conservative`` says (``source``: 1 on imaginary rows); with ``margin``,
-        the mean over all rows of each real row's gap and each imaginary row's
-        :func:`large_margin_gap` (``action``: the data's actions)."""
+        ``imaginary_conservative`` says (``action``: the data's; ``source``: 1 on imaginary
+        rows); with ``margin``, the mean over all rows of each real row's gap and each
+        imaginary row's :func:`large_margin_gap`."""
+        q_data = q_all.gather(1, action[:, None]).squeeze(1)
         if self.imaginary_conservative == "margin":
-            if action is None:
-                raise ValueError("imaginary_conservative='margin' needs the data's actions")
             per_row = torch.where(
                 source != 0,
                 large_margin_gap(q_all, action, self.imaginary_margin),
