@@ -422,11 +422,13 @@ def test_discrete_cql_conservative_gap_on_imaginary_rows(mode):
         "push_down": lse.mean() - q_data[:2].mean(),
         "td_only": (lse[:2] - q_data[:2]).mean(),
     }[mode]
-    assert torch.allclose(m.conservative_gap(q_all, action, source, None), expected)
+    assert torch.allclose(m.conservative_gap(q_all, q_data, action, source, None), expected)
     # weights scale rows as before: a zero-weight imaginary row is as if it were not there
     weight = torch.tensor([1.0, 1.0, 0.0])
     expected_weighted = (lse[:2] - q_data[:2]).mean()
-    assert torch.allclose(m.conservative_gap(q_all, action, source, weight), expected_weighted)
+    assert torch.allclose(
+        m.conservative_gap(q_all, q_data, action, source, weight), expected_weighted
+    )
 
 
 def test_discrete_cql_imaginary_conservative_weight_scales_imagined_rows():
@@ -443,10 +445,12 @@ def test_discrete_cql_imaginary_conservative_weight_scales_imagined_rows():
 
     def scaled(c, weight=None):
         return module(imaginary_conservative_weight=c).conservative_gap(
-            q_all, action, source, weight
+            q_all, q_data, action, source, weight
         )
 
-    td_only = module(imaginary_conservative="td_only").conservative_gap(q_all, action, source, None)
+    td_only = module(imaginary_conservative="td_only").conservative_gap(
+        q_all, q_data, action, source, None
+    )
     assert torch.allclose(scaled(0.0), td_only)
     assert torch.allclose(scaled(1.0), gap.mean())
     assert torch.allclose(scaled(0.5), (gap[0] + gap[1] + 0.5 * gap[2]) / 2.5)
@@ -474,8 +478,9 @@ def test_discrete_cql_margin_mode_holds_imagined_actions_to_a_lead_only():
         [[1.0, 2.0, 3.0, 4.0], [0.0, 0.2, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]], requires_grad=True
     )
     action = torch.tensor([3, 1, 1])
+    q_data = q_all.gather(1, action[:, None]).squeeze(1)
     source = torch.tensor([0, 1, 1], dtype=torch.uint8)  # rows 2 and 3 are imaginary
-    gap = m.conservative_gap(q_all, action, source, None)
+    gap = m.conservative_gap(q_all, q_data, action, source, None)
     lse_gap = torch.logsumexp(q_all[0], -1) - 4.0
     # row 2 leads by 0.2 < 0.5: gap 0.3; row 3 leads by 1.0: gap 0
     assert torch.allclose(gap, (lse_gap + 0.3 + 0.0) / 3)
@@ -483,7 +488,7 @@ def test_discrete_cql_margin_mode_holds_imagined_actions_to_a_lead_only():
     assert torch.equal(q_all.grad[2], torch.zeros(4))
     assert q_all.grad[1, 1] < 0 and q_all.grad[1, 0] > 0  # lead widened: data up, rival down
     weight = torch.tensor([1.0, 0.0, 1.0])  # a zero-weight row leaves the mean
-    assert torch.allclose(m.conservative_gap(q_all, action, source, weight), lse_gap / 2)
+    assert torch.allclose(m.conservative_gap(q_all, q_data, action, source, weight), lse_gap / 2)
     with pytest.raises(ValueError, match="positive"):
         DiscreteCQL(state_dim=3, action_spec={"type": "discrete", "n": 4}, imaginary_margin=0.0)
     with pytest.raises(ValueError, match="DiscreteCQL"):

@@ -161,7 +161,9 @@ class DiscreteCQL(OfflineRLModule):
             target = batch["reward"] + discount * bootstrap
         weight = batch.get("weight")
         td = weighted_loss(F.smooth_l1_loss, q_data, target, weight=weight)
-        conservative = self.conservative_gap(q_all, batch["action"], batch["source"], weight)
+        conservative = self.conservative_gap(
+            q_all, q_data, batch["action"], batch["source"], weight
+        )
         return {
             "loss": td + self.alpha * conservative,
             "td": td,
@@ -170,13 +172,18 @@ class DiscreteCQL(OfflineRLModule):
         }
 
     def conservative_gap(
-        self, q_all: Tensor, action: Tensor, source: Tensor, weight: Tensor | None
+        self,
+        q_all: Tensor,
+        q_data: Tensor,
+        action: Tensor,
+        source: Tensor,
+        weight: Tensor | None,
     ) -> Tensor:
         """``E[logsumexp_a Q(s, a)] - E[Q(s, a_data)]`` over the rows
-        ``imaginary_conservative`` says (``action``: the data's; ``source``: 1 on imaginary
-        rows); with ``margin``, the mean over all rows of each real row's gap and each
-        imaginary row's :func:`large_margin_gap`."""
-        q_data = q_all.gather(1, action[:, None]).squeeze(1)
+        ``imaginary_conservative`` says (``q_data``: ``q_all`` at the data's ``action``, the
+        TD loss's own tensor, so both terms share one node of the graph; ``source``: 1 on
+        imaginary rows); with ``margin``, the mean over all rows of each real row's gap and
+        each imaginary row's :func:`large_margin_gap`."""
         if self.imaginary_conservative == "margin":
             per_row = torch.where(
                 source != 0,
