@@ -120,6 +120,28 @@ def test_a_run_on_every_level_s_imaginary_or_oracle_data_scores_every_level(tmp_
     assert tmp_path / "report/figure6_oracle.png" in written  # imaginary_all beside oracle_all
 
 
+def test_changes_against_real_only_are_paired_by_seed(tmp_path):
+    """Each variant's change is the mean of its per-seed differences from the real-only run of
+    the same seed, with the standard error of that mean; unpaired seeds are left out."""
+    root = tmp_path / "bench"
+    for seed, (real, imag) in enumerate(((0.50, 0.45), (0.60, 0.59), (0.70, 0.62))):
+        make_run(root, "bc", "real", None, seed, {"train": real, "easy": 0.1})
+        make_run(root, "bc", "imaginary_all", None, seed, {"train": imag, "easy": 0.3 + seed / 10})
+    make_run(root, "bc", "imaginary_all", None, 7, {"train": 0.0, "easy": 0.0})  # no real seed 7
+    make_run(root, "bc", "oracle_all", None, 0, {"train": 0.9, "easy": 0.9})  # one pair only
+    write_report(root, tmp_path / "report", reps=200)
+    rows = {(r["data"], r["level"]): r for r in _csv(tmp_path / "report/paired.csv")}
+    train = rows[("real + imaginary (all levels)", "train")]
+    # differences -5, -1, -8 points: mean -4.67, std 3.51, SE 2.03
+    assert (train["seeds"], train["change"], train["standard_error"]) == ("3", "-4.7", "2.0")
+    assert train["seeds_lower"] == "3"
+    easy = rows[("real + imaginary (all levels)", "easy")]
+    assert (easy["change"], easy["standard_error"], easy["seeds_lower"]) == ("30.0", "5.8", "0")
+    assert not any(data == "real + oracle (all levels)" for data, _ in rows)
+    table = (tmp_path / "report/results.md").read_text()
+    assert "| DiscreteBC | real + imaginary (all levels) | 3 | -4.7 (2.0) | +30.0 (5.8) |" in table
+
+
 def test_report_tables_hold_the_hand_computed_numbers(bench, tmp_path):
     written = write_report(bench, tmp_path / "report", reps=200)
     assert all(path.is_file() for path in written)

@@ -35,6 +35,8 @@ from imaginebench.report.tables import (
     all_levels_table,
     level_rows,
     level_table,
+    paired_rows,
+    paired_table,
     task_rows,
     task_tables,
     write_csv,
@@ -138,12 +140,27 @@ def _header(
     return lines
 
 
+def _paired_section(rows: list[dict[str, object]], levels: list[str]) -> list[str]:
+    if not rows:
+        return []
+    return [
+        "## Against real-only, paired by seed",
+        "",
+        "Change in success (points) against the same algorithm's real-only run of the same seed,"
+        " averaged over the seeds both have: mean (standard error of the mean).",
+        "",
+        paired_table(rows, levels),
+        "",
+    ]
+
+
 def write_report(
     runs_dir: str | Path, out: str | Path | None = None, reps: int = 10_000
 ) -> list[Path]:
     """Write the report of the benchmark folder ``runs_dir`` into ``out`` (default
     ``runs_dir/report``): ``results.md`` (per-level table, aggregate scores, every run group on
-    every level, figures), ``results.csv``, ``all_levels.csv``, ``tasks.md`` / ``tasks.csv``
+    every level, figures), ``results.csv``, ``paired.csv`` (the change against real-only,
+    paired by seed, where two or more seeds pair), ``all_levels.csv``, ``tasks.md`` / ``tasks.csv``
     (per-task success), ``aggregate.csv``, and the figures as PNG and SVG. Returns the files.
 
     Raises :class:`ReportError` for a missing folder, one without runs, or a corrupt or missing
@@ -170,6 +187,9 @@ def write_report(
     aggregates = aggregates_of(bench, reps)
     agg_rows = aggregate_rows(aggregates)
     written.append(write_csv(out / "aggregate.csv", agg_rows))
+    pairs = paired_rows(bench)
+    if pairs:
+        written.append(write_csv(out / "paired.csv", pairs))
     figures = figure5(bench, out) + figure6(bench, out) + aggregate_figure(aggregates, out)
     written.extend(figures)
 
@@ -183,6 +203,7 @@ def write_report(
         "",
         level_table(bench, seeds),
         "",
+        *_paired_section(pairs, levels),
         "## Aggregate scores across tasks and levels",
         "",
         aggregate_table(agg_rows),

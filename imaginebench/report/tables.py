@@ -13,6 +13,7 @@ from imaginebench.report.stats import (
     Aggregate,
     level_values,
     levels_of,
+    scoring_runs,
     summarize,
     task_values,
     variants_of,
@@ -108,6 +109,61 @@ def level_table(bench: BenchmarkRuns, seeds: int) -> str:
     for name, ref in bench.references.items():
         cells = [_pct(ref.success[lv]) if lv in ref.success else "—" for lv in levels]
         lines.append(f"| {REFERENCE_LABELS.get(name, name)} | | " + " | ".join(cells) + " | |")
+    return "\n".join(lines)
+
+
+def paired_rows(bench: BenchmarkRuns) -> list[dict[str, object]]:
+    """Per algorithm, data variant other than ``real`` and level: the change in success against
+    the same algorithm's real-only runs of the same seeds (mean of the per-seed differences,
+    its standard error, the seeds paired and how many of them are lower). Cells with fewer than
+    two such seeds are left out: one pair has no standard error."""
+    rows = []
+    for algorithm in bench.algorithms:
+        label = next(r.label for r in bench.runs if r.algorithm == algorithm)
+        for variant in [v for v in variants_of(bench.runs, algorithm) if v != "real"]:
+            for level in levels_of(bench.runs):
+                real = _per_seed(bench, algorithm, "real", level)
+                other = _per_seed(bench, algorithm, variant, level)
+                seeds = sorted(set(real) & set(other))
+                if len(seeds) < 2:
+                    continue
+                change = np.array([other[s] - real[s] for s in seeds])
+                rows.append(
+                    {
+                        "algorithm": label,
+                        "data": LABELS.get(variant, variant),
+                        "level": level,
+                        "seeds": len(seeds),
+                        "change": _pct(float(change.mean())),
+                        "standard_error": _pct(float(change.std(ddof=1) / math.sqrt(len(seeds)))),
+                        "seeds_lower": int((change < 0).sum()),
+                    }
+                )
+    return rows
+
+
+def _per_seed(bench: BenchmarkRuns, algorithm: str, variant: str, level: str) -> dict[int, float]:
+    chosen = scoring_runs(bench.runs, algorithm, variant, level)
+    return {seed: float(np.mean([r.success[level] for r in rs])) for seed, rs in chosen.items()}
+
+
+def paired_table(rows: list[dict[str, object]], levels: list[str]) -> str:
+    """Markdown: ``change (standard error)`` per level, in points."""
+    table: dict[tuple[object, object, object], dict[object, str]] = {}
+    for row in rows:
+        change = float(str(row["change"]))
+        key = (row["algorithm"], row["data"], row["seeds"])
+        table.setdefault(key, {})[row["level"]] = f"{change:+.1f} ({row['standard_error']})"
+    lines = [
+        "| algorithm | data | seeds | " + " | ".join(levels) + " |",
+        "|---|---|---|" + "---|" * len(levels),
+    ]
+    for (algorithm, data, seeds), cells in table.items():
+        lines.append(
+            f"| {algorithm} | {data} | {seeds} | "
+            + " | ".join(cells.get(lv, "—") for lv in levels)
+            + " |"
+        )
     return "\n".join(lines)
 
 
