@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from imaginebench.data.dataset import Episode, RolloutDataset
-from imaginebench.data.format import LEVELS, load_dataset
+from imaginebench.data.format import load_dataset
 from imaginebench.data.hdf5 import save_dataset
 from imaginebench.data.shipped import resolve_data_path
 from imaginebench.envs import get_domain
@@ -75,11 +75,12 @@ def main() -> None:
     for name in args.files:
         path = resolve_data_path(name)
         data = load_dataset(path)
-        levels = sorted({LEVELS[i] for i in np.unique(data.episode_level)})
-        if len(levels) != 1:
-            raise SystemExit(f"{path}: holds levels {levels}; one level per file expected")
+        try:
+            level = data.only_level()
+        except ValueError as error:
+            raise SystemExit(f"{path}: {error}") from None
         copy, succeeded, gap = replayed_copy(data)
-        out = save_dataset(copy, args.out_dir / f"{data.domain}_replayed_{levels[0]}.h5")
+        out = save_dataset(copy, args.out_dir / f"{data.domain}_replayed_{level}.h5")
         print(
             f"{out}: {len(copy)} episodes, {copy.num_transitions} transitions "
             f"(imagined: {data.num_transitions}); {100 * succeeded:.1f} % succeed replayed; "

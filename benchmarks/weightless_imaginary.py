@@ -26,7 +26,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from imaginebench.data.format import LEVELS, load_dataset
+from imaginebench.data.format import load_dataset
 from imaginebench.data.shipped import resolve_data_path
 
 
@@ -53,10 +53,11 @@ def main() -> None:
     for name in args.files:
         path = resolve_data_path(name)
         dataset = load_dataset(path)
-        levels = sorted({LEVELS[i] for i in np.unique(dataset.episode_level)})
-        if len(levels) != 1:
-            raise SystemExit(f"{path}: holds levels {levels}; one level per file expected")
-        out = args.out_dir / f"{dataset.domain}_zero_{levels[0]}.h5"
+        try:
+            level = dataset.only_level()
+        except ValueError as error:
+            raise SystemExit(f"{path}: {error}") from None
+        out = args.out_dir / f"{dataset.domain}_zero_{level}.h5"
         n = weightless_copy(path, out, args.source)
         print(f"{out}: {n} transitions, confidence {args.source!r} set to 0")
 

@@ -208,6 +208,30 @@ def test_transition_indices_handcrafted() -> None:
     assert ds.states.shape == (9, 2)
 
 
+def test_only_level_names_the_one_level_or_refuses_several() -> None:
+    def dataset(levels: list[str]) -> RolloutDataset:
+        eps = [
+            Episode(
+                states=np.zeros((2, 2), np.float32),
+                actions=np.zeros(1, dtype=np.int64),
+                rewards=np.zeros(1, np.float32),
+                terminated=True,
+                truncated=False,
+                instruction="go",
+                task_spec="{}",
+                level=level,
+                source="imaginary",
+                success=True,
+            )
+            for level in levels
+        ]
+        return RolloutDataset.from_episodes(eps, domain="toy", action_spec=DISCRETE)
+
+    assert dataset(["easy", "easy"]).only_level() == "easy"
+    with pytest.raises(ValueError, match=r"\['easy', 'hard'\]"):
+        dataset(["hard", "easy"]).only_level()
+
+
 def test_distinct_episodes_lists_one_copy_of_each_rollout_stored_under_several_wordings() -> None:
     """Episodes 0 and 2 are one rollout under two wordings (same first state), as are 1 and 3;
     episode 4 is another: one copy of each, the first, in order."""

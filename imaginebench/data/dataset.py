@@ -308,6 +308,14 @@ class RolloutDataset:
         """True for a discrete action spec."""
         return self.action_spec.get("type") == "discrete"
 
+    def only_level(self) -> str:
+        """The one level every episode belongs to (an imaginary file holds one); ``ValueError``
+        naming the levels if there are several."""
+        levels = sorted({LEVELS[i] for i in np.unique(np.asarray(self.episode_level))})
+        if len(levels) != 1:
+            raise ValueError(f"episodes of levels {levels}; one level expected")
+        return levels[0]
+
     def episode_lengths(self) -> np.ndarray:
         """``(E,)`` int64 number of transitions per episode."""
         return np.diff(np.asarray(self.episode_offsets, dtype=np.int64))
