@@ -132,8 +132,8 @@ def _header(
             "with fewer finished runs). A per-level variant scores each novel level with the runs "
             "trained on that level's data and `train` with their mean per seed. Minutes per run: "
             "wall-clock on a shared machine (indicative only). Aggregate scores: interquartile "
-            "mean (IQM) and mean of the per-task success over the (level, task) pairs every method was "
-            "scored on, 95 % "
+            "mean (IQM) and mean of the per-task success over the (level, task) pairs every "
+            "method was scored on, 95 % "
             f"stratified-bootstrap intervals over runs ({reps} resamples, `rliable`)."
         ),
     ]
