@@ -63,10 +63,17 @@ def scoring_runs(
     return dict(sorted(chosen.items()))
 
 
+def seed_values(
+    runs: list[RunResult], algorithm: str, variant: str, level: str
+) -> dict[int, float]:
+    """The success on ``level`` (a fraction) of each seed that scores it."""
+    chosen = scoring_runs(runs, algorithm, variant, level)
+    return {seed: float(np.mean([r.success[level] for r in rs])) for seed, rs in chosen.items()}
+
+
 def level_values(runs: list[RunResult], algorithm: str, variant: str, level: str) -> list[float]:
     """The success on ``level`` per seed (fractions)."""
-    chosen = scoring_runs(runs, algorithm, variant, level)
-    return [float(np.mean([r.success[level] for r in rs])) for rs in chosen.values()]
+    return list(seed_values(runs, algorithm, variant, level).values())
 
 
 def task_values(

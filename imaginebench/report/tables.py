@@ -13,7 +13,7 @@ from imaginebench.report.stats import (
     Aggregate,
     level_values,
     levels_of,
-    scoring_runs,
+    seed_values,
     summarize,
     task_values,
     variants_of,
@@ -118,12 +118,14 @@ def paired_rows(bench: BenchmarkRuns) -> list[dict[str, object]]:
     its standard error, the seeds paired and how many of them are lower). Cells with fewer than
     two such seeds are left out: one pair has no standard error."""
     rows = []
+    levels = levels_of(bench.runs)
     for algorithm in bench.algorithms:
         label = next(r.label for r in bench.runs if r.algorithm == algorithm)
+        real_by_level = {lv: seed_values(bench.runs, algorithm, "real", lv) for lv in levels}
         for variant in [v for v in variants_of(bench.runs, algorithm) if v != "real"]:
-            for level in levels_of(bench.runs):
-                real = _per_seed(bench, algorithm, "real", level)
-                other = _per_seed(bench, algorithm, variant, level)
+            for level in levels:
+                real = real_by_level[level]
+                other = seed_values(bench.runs, algorithm, variant, level)
                 seeds = sorted(set(real) & set(other))
                 if len(seeds) < 2:
                     continue
@@ -140,11 +142,6 @@ def paired_rows(bench: BenchmarkRuns) -> list[dict[str, object]]:
                     }
                 )
     return rows
-
-
-def _per_seed(bench: BenchmarkRuns, algorithm: str, variant: str, level: str) -> dict[int, float]:
-    chosen = scoring_runs(bench.runs, algorithm, variant, level)
-    return {seed: float(np.mean([r.success[level] for r in rs])) for seed, rs in chosen.items()}
 
 
 def paired_table(rows: list[dict[str, object]], levels: list[str]) -> str:
