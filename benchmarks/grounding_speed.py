@@ -33,10 +33,12 @@ import yaml
 from imaginebench.datamodules import GroundingDataModule
 from imaginebench.modules.grounding import GroundingModule
 from imaginebench.modules.grounding.module import transition_states
+from imaginebench.modules.grounding.sequences import PAD
 
 
 def parse_setup(text: str) -> tuple[str, dict[str, Any]]:
-    """``"baseline"`` or ``"key=value,key=value"`` (YAML values) -> (name, overrides)."""
+    """``"baseline"`` or ``"key=value,key=value"`` (YAML values; ``outer.inner=value`` sets one
+    entry of a dict argument, e.g. ``lora.dropout=0``) -> (name, overrides)."""
     if text == "baseline":
         return text, {}
     overrides = {}
@@ -56,7 +58,13 @@ def build(config: dict, overrides: dict[str, Any]) -> tuple[GroundingModule, Gro
     data_args = dict(config["data"]["init_args"])
     dm = GroundingDataModule(**data_args)
     dm.setup()
-    model_args = {**config["model"]["init_args"], **overrides}
+    model_args = dict(config["model"]["init_args"])
+    for key, value in overrides.items():  # "lora.dropout" sets one entry of the lora settings
+        outer, _, inner = key.partition(".")
+        if inner:
+            model_args[outer] = {**model_args[outer], inner: value}
+        else:
+            model_args[key] = value
     torch.manual_seed(config.get("seed_everything", 0))
     module = GroundingModule(dm.state_dim, dm.action_spec, **model_args)
     module.dataset = dm.dataset
@@ -91,7 +99,7 @@ def train_step(
     loss.backward()
     torch.nn.utils.clip_grad_norm_(module.model.parameters(), 1.0)
     optimizer.step()
-    return int(batch["attention_mask"].sum()), int(batch["attention_mask"].numel())
+    return int((batch["kind"] != PAD).sum()), int(batch["kind"].numel())
 
 
 @torch.no_grad()
@@ -185,9 +193,9 @@ def main() -> None:
             f"{' '.join(args.setups)} --steps {args.steps} --warmup {args.warmup} --train-steps "
             f"{args.train_steps} --threads {args.threads}` on {time.strftime('%Y-%m-%d %H:%M')} "
             f"({platform.machine()}, {args.threads} torch threads). One training step = forward, "
-            "backward and a clipped AdamW step on one batch of the config's data module; the same "
-            "batches for every setup, timed in rounds (a step of each setup per round) so that other "
-            "load slows all setups alike. Tokens = real (non-padding) positions."
+            "backward and a clipped AdamW step on one batch of the config's data module; the "
+            "same batches for every setup, timed in rounds (a step of each setup per round) so "
+            "that other load slows all setups alike. Tokens = real (non-padding) positions."
         ),
         "",
         "| setup | tokens/s | × first | positions/s | s/step |"

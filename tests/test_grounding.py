@@ -28,11 +28,13 @@ from imaginebench.modules.grounding.sequences import (
     ACTION,
     ACTION_TARGET,
     NO_INSTRUCTION,
+    PAD,
     STATE,
     STATE_TARGET,
     TASK_KINDS,
     TOKEN_TARGET,
     build_item,
+    pack_rows,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,15 +210,29 @@ def test_actions_in_words_take_a_position_per_word_and_their_loss_falls(real_pat
     assert words == pytest.approx(after["action_ce"], rel=1e-5)
 
 
-@pytest.mark.parametrize("words", [None, "clevr"])
-def test_packed_batches_give_the_padded_losses_and_gradients(real_path, words):
-    """Sequences laid end to end (one row, positions restarting per sequence) attend within
-    themselves only and see only their own context: every loss term and every gradient is the
-    padded batch's (caught: one causal mask over the row, context carried across sequences)."""
+def test_packed_rows_hold_every_item_whole_in_few_short_rows():
+    lengths = [5, 3, 2, 4, 1, 5]
+    rows = pack_rows(lengths)
+    assert sorted(k for row in rows for k in row) == list(range(len(lengths)))
+    assert [sum(lengths[k] for k in row) for row in rows] == [10, 10]  # no padding needed
+    batch = [19, 19, 29, 30, 32, 34, 36, 36, 36, 40, 40, 40, 42, 43, 45, 57]  # a CLEVR batch
+    rows = pack_rows(batch)
+    widths = [sum(batch[k] for k in row) for row in rows]
+    assert len(rows) * max(widths) <= 1.1 * sum(batch)  # at most 10 % padding
+    assert max(widths) <= 2 * max(batch)  # rows stay short: attention is quadratic in them
+    assert pack_rows([7]) == [[0]]
+
+
+@pytest.mark.parametrize(("words", "attention"), [(None, "sdpa"), ("clevr", "eager")])
+def test_packed_batches_give_the_padded_losses_and_gradients(real_path, words, attention):
+    """Sequences laid end to end (short rows, positions restarting per sequence and at the
+    padding) attend within themselves only and see only their own context, with either
+    attention implementation: every loss term and every gradient is the padded batch's
+    (caught: one causal mask over a row, context carried across sequences)."""
     dm = _datamodule(real_path)
     dm.setup("fit")
     action_words = CLEVR_ACTION_WORDS if words else None
-    module = _tiny(dm, action_words=action_words, context_hidden=16)
+    module = _tiny(dm, action_words=action_words, context_hidden=16, attention=attention)
     module.dataset = dm.dataset
     module.model.fit_statistics(*transition_states(dm.dataset))
     module.eval()  # no dropout: both layouts must compute the same function
@@ -226,7 +242,9 @@ def test_packed_batches_give_the_padded_losses_and_gradients(real_path, words):
     for pack in (False, True):
         module.pack_sequences = pack
         batch = module.collate(refs)
-        assert batch["input_ids"].shape[0] == (1 if pack else 12)
+        if pack:
+            assert 1 < batch["input_ids"].shape[0] < 12, "short rows of several sequences"
+            assert bool((batch["kind"] == PAD).any()), "a row padded after its last sequence"
         module.zero_grad()
         terms = module.model.losses(batch)
         module._loss(terms).backward()
@@ -361,6 +379,36 @@ def test_bf16_and_4bit_lms_train_their_adapters(real_path, tmp_path, setting):
     _trainer(3).fit(module, dm)
     assert np.isfinite(float(module.trainer.callback_metrics["train/loss"]))
     assert any(not torch.equal(lora[n], p) for n, p in module.model.named_parameters() if n in lora)
+
+
+def test_lora_autocast_computes_adapters_in_bfloat16_and_keeps_their_weights_float32(real_path):
+    """With bfloat16 LM weights, ``lora_autocast`` runs the LoRA products in bfloat16 (no
+    float32 copy of each activation) while the adapters' weights and gradients stay float32,
+    and the losses stay those of float32 adapters up to bfloat16 rounding."""
+    dm = _datamodule(real_path)
+    dm.setup("fit")
+    refs = dm.references(0, dm.train_episodes, 8)
+    terms = {}
+    for autocast in (False, True):
+        module = _tiny(dm, precision="bfloat16", lora_autocast=autocast)
+        module.dataset = dm.dataset
+        module.model.fit_statistics(*transition_states(dm.dataset))
+        torch.manual_seed(1)
+        with torch.no_grad():  # adapters that contribute (LoRA's B starts at zero)
+            for name, param in module.model.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(std=0.05)
+        dtypes = []
+        first_a = next(m for n, m in module.model.named_modules() if n.endswith("lora_A.default"))
+        hook = first_a.register_forward_hook(lambda _m, _i, out: dtypes.append(out.dtype))
+        parts = module.model.losses(module.collate(refs))
+        module._loss(parts).backward()
+        hook.remove()
+        assert dtypes and set(dtypes) == {torch.bfloat16 if autocast else torch.float32}
+        adapters = [p for n, p in module.model.named_parameters() if "lora_" in n]
+        assert all(p.dtype == p.grad.dtype == torch.float32 for p in adapters)
+        terms[autocast] = {k: float(v.detach()) for k, v in parts.items()}
+    assert terms[True] == pytest.approx(terms[False], rel=0.05, abs=0.02)
 
 
 def test_lora_checkpoint_of_a_pretrained_lm_holds_only_trained_tensors(real_path):

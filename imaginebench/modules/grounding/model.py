@@ -82,6 +82,10 @@ class GroundedLM(nn.Module):
         hidden_actions: generation sequences' action slots (``HIDDEN_ACTION``) enter as one
             learned vector instead of their values, so the LM cannot copy its previous action
             (see :meth:`action_input`).
+        lora_autocast: with bfloat16 LM weights, run the LM body under bfloat16 autocast, so
+            that the LoRA products compute in bfloat16 too (their weights, gradients and
+            optimizer state stay float32) instead of copying every layer's input to float32
+            and its output back; ignored with float32 weights.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class GroundedLM(nn.Module):
         action_words: ActionWords | None = None,
         context_hidden: int = 0,
         hidden_actions: bool = False,
+        lora_autocast: bool = False,
     ) -> None:
         super().__init__()
         if context_hidden < 0:
@@ -102,6 +107,12 @@ class GroundedLM(nn.Module):
         if state_classes is not None and state_classes < 2:
             raise ValueError(f"state_classes must be >= 2 or None, got {state_classes}")
         self.lm = lm
+        # bfloat16 LoRA products beside bfloat16 weights: no float32 copy of every activation
+        self.lora_autocast = lora_autocast and self.lm_dtype == torch.bfloat16
+        if self.lora_autocast:
+            for module in lm.modules():
+                if hasattr(module, "cast_input_dtype_enabled"):  # PEFT's adapter layers
+                    module.cast_input_dtype_enabled = False
         self.state_dim = state_dim
         self.state_classes = state_classes
         self.discrete = action_spec["type"] == "discrete"
@@ -295,13 +306,14 @@ class GroundedLM(nn.Module):
         format; :meth:`SequenceBuilder.collate` with ``pack``)."""
         if cache is None and bool(attention_mask.all()):
             attention_mask = None
-        out = self.lm.base_model(
-            inputs_embeds=embeds.to(self.lm_dtype),
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=cache,
-            use_cache=use_cache,
-        )
+        with torch.autocast(embeds.device.type, torch.bfloat16, enabled=self.lora_autocast):
+            out = self.lm.base_model(
+                inputs_embeds=embeds.to(self.lm_dtype),
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=cache,
+                use_cache=use_cache,
+            )
         return out.last_hidden_state.float(), out.past_key_values
 
     def state_logits(

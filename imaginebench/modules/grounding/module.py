@@ -24,6 +24,7 @@ from imaginebench.config import as_config
 from imaginebench.modules.grounding.action_words import ActionWords
 from imaginebench.modules.grounding.language_models import (
     DEFAULT_LM,
+    Attention,
     Precision,
     load_causal_lm,
     load_tokenizer,
@@ -109,14 +110,18 @@ class GroundingModule(L.LightningModule):
         context_hidden: width of the context MLP that hands the state and action heads the
             latest state and complete action at their position (0: the heads read the LM's
             hidden state alone, as in KALM); see :mod:`~imaginebench.modules.grounding.model`.
-        pack_sequences: lay a batch's sequences end to end in one row instead of padding them
-            to the longest (same losses up to float rounding; the LM computes no padding).
+        pack_sequences: lay a batch's sequences end to end in a few short rows instead of
+            padding each to the longest (same losses up to float rounding; little padding).
         hide_generation_actions: in generation sequences (training and imagination) the LM
             is not shown the actions it wrote, only where they were: trained with them shown,
             an action head can learn to copy the previous action (the expert's actions change
             slowly) instead of reading the state, and closed loop it then repeats its own.
             The state head after a hidden action cannot know it, so imagination needs the
             dynamics ensemble as its state model.
+        attention: the LM's attention implementation, ``sdpa`` or ``eager`` (faster to train
+            on CPU with packed rows; :func:`~.language_models.load_causal_lm`).
+        lora_autocast: with bfloat16 LM weights, the LoRA adapters compute in bfloat16 as
+            well (autocast; their weights and optimizer stay float32; :class:`GroundedLM`).
     """
 
     def __init__(
@@ -143,6 +148,8 @@ class GroundingModule(L.LightningModule):
         context_hidden: int = 0,
         pack_sequences: bool = False,
         hide_generation_actions: bool = False,
+        attention: Attention = "sdpa",
+        lora_autocast: bool = False,
     ) -> None:
         super().__init__()
         lora = as_config(lora, LoraSettings, "lora")
@@ -160,6 +167,7 @@ class GroundingModule(L.LightningModule):
             precision=precision,
             load_in_4bit=load_in_4bit,
             layers=lm_layers,
+            attention=attention,
         )
         tokenizer_name = tokenizer or lm
         if lm_config is not None and tokenizer is None:
@@ -193,6 +201,7 @@ class GroundingModule(L.LightningModule):
             words,
             context_hidden,
             hide_generation_actions,
+            lora_autocast,
         )
         self.model.train()  # from_pretrained returns the LM in eval mode (LoRA dropout off)
         shape = () if discrete else tuple(self.action_spec["shape"])

@@ -246,16 +246,18 @@ class SequenceBuilder:
         """Pad ``items`` into a dict of tensors (all ``(B, L, ...)``).
 
         Keys: ``input_ids``, ``kind``, ``target``, ``state``, ``base``, ``has_base``,
-        ``action``, ``word``, ``attention_mask``, ``position_ids`` (0-based over the real positions, so
-        left and right padding give every real position the same index), and the numbers known
-        at each position (see :func:`context_of`): ``context_state``, ``has_context_state``,
-        ``context_action``, ``has_context_action``.
+        ``action``, ``word``, ``attention_mask``, ``position_ids`` (0-based over the real
+        positions, so left and right padding give every real position the same index), and the
+        numbers known at each position (see :func:`context_of`): ``context_state``,
+        ``has_context_state``, ``context_action``, ``has_context_action``.
 
-        With ``pack``, the items are laid end to end in one row (``B = 1``, no padding) and
-        ``position_ids`` restart at 0 with each item: the LM, given no attention mask, attends
-        within each item only (:meth:`GroundedLM.hidden`), and each item's context is its own.
-        Every item's first position must be unsupervised, since the row's shift by one pairs
-        it with the previous item's last.
+        With ``pack``, the items are laid end to end in a few short rows (:func:`pack_rows`)
+        and ``position_ids`` restart at 0 with each item and with the padding after a row's
+        last: the LM, given no attention mask (``attention_mask`` is all ones), attends within
+        each item only (:meth:`GroundedLM.hidden`), and each item's context is its own. Short
+        rows keep attention cheap; one long row would cost about as many times more as it holds
+        items. Every item's first position must be unsupervised, since the row's shift by one
+        pairs it with the previous item's last.
         """
         if pack:
             return self._pack(items)
@@ -315,14 +317,50 @@ class SequenceBuilder:
     def _pack(self, items: Sequence[Item]) -> dict[str, Tensor]:
         if any(item.target[0] != NONE for item in items):
             raise ValueError("packing needs every item's first position unsupervised")
-        whole = Item([], [], [], [], [], [], [], context=[])
-        for item in items:
-            for name in ("tokens", "kind", "target", "state", "action", "base", "word"):
-                getattr(whole, name).extend(getattr(item, name))
-            whole.context.extend(context_of(item, self.words_per_action))  # per item: no leaks
-        row = self.collate([whole])
-        row["position_ids"] = torch.cat([torch.arange(len(item)) for item in items])[None]
-        return row
+        rows = pack_rows([len(item) for item in items])
+        wholes = []
+        for row in rows:
+            whole = Item([], [], [], [], [], [], [], context=[])
+            for item in (items[k] for k in row):
+                for name in ("tokens", "kind", "target", "state", "action", "base", "word"):
+                    getattr(whole, name).extend(getattr(item, name))
+                whole.context.extend(context_of(item, self.words_per_action))  # per item
+            wholes.append(whole)
+        out = self.collate(wholes)
+        width = out["input_ids"].shape[1]
+        for r, row in enumerate(rows):
+            lengths = [len(items[k]) for k in row]
+            lengths.append(width - sum(lengths))  # the padding: a segment of its own
+            out["position_ids"][r] = torch.cat([torch.arange(n) for n in lengths])
+        out["attention_mask"] = torch.ones_like(out["attention_mask"])
+        return out
+
+
+def pack_rows(lengths: Sequence[int]) -> list[list[int]]:
+    """Indices of items grouped into rows of about twice the longest item: as many rows as
+    that takes, each as short as first fit (longest first) allows, so that the padding after
+    the rows' ends stays small and attention (quadratic in a row's length) cheap. Within a row,
+    the items keep their order."""
+    total, longest = sum(lengths), max(lengths)
+    n_rows = -(-total // (2 * longest))
+    width = max(longest, -(-total // n_rows))
+    while len(rows := _first_fit(lengths, width)) > n_rows:
+        width += 1
+    return rows
+
+
+def _first_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
+    rows: list[list[int]] = []
+    free: list[int] = []
+    for k in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
+        row = next((r for r, room in enumerate(free) if room >= lengths[k]), None)
+        if row is None:
+            rows.append([])
+            free.append(width)
+            row = len(rows) - 1
+        rows[row].append(k)
+        free[row] -= lengths[k]
+    return [sorted(row) for row in rows]
 
 
 def context_of(item: Item, words_per_action: int) -> list[tuple[Any, Any]]:
