@@ -637,14 +637,20 @@ def test_imagine_command_writes_a_valid_dataset_and_report(real_path, tmp_path, 
     assert "not found" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("words,context", [(None, 0), ("clevr", 0), ("clevr", 32), (None, 32)])
-def test_decoded_rollouts_are_what_teacher_forcing_predicts(real_path, words, context):
+@pytest.mark.parametrize(
+    "words,context,attention",
+    [(None, 0, "sdpa"), ("clevr", 0, "sdpa"), ("clevr", 32, "sdpa"), (None, 32, "sdpa")]
+    + [("clevr", 32, "eager")],
+)
+def test_decoded_rollouts_are_what_teacher_forcing_predicts(real_path, words, context, attention):
     """The log-likelihood the decoder records for a rollout's actions is what the model gives
     the same rollout under teacher forcing (its action cross-entropy times its length), and
     the decoded states are the teacher-forced state predictions: decoding hands the heads the
-    same context (latest state, latest complete action) as training does."""
+    same context (latest state, latest complete action) as training does, with either
+    attention implementation (left padding and a KV cache)."""
     dm = _datamodule(real_path)
-    module = _tiny(dm, action_words=CLEVR_ACTION_WORDS if words else None, context_hidden=context)
+    words = CLEVR_ACTION_WORDS if words else None
+    module = _tiny(dm, action_words=words, context_hidden=context, attention=attention)
     _trainer(5).fit(module, dm)
     if context:  # make the context MLP matter (its last layer starts at zero)
         torch.nn.init.normal_(module.model.context[-1].weight, std=0.5)
