@@ -639,8 +639,13 @@ def test_imagine_command_writes_a_valid_dataset_and_report(real_path, tmp_path, 
 
 @pytest.mark.parametrize(
     "words,context,attention",
-    [(None, 0, "sdpa"), ("clevr", 0, "sdpa"), ("clevr", 32, "sdpa"), (None, 32, "sdpa")]
-    + [("clevr", 32, "eager")],
+    [
+        (None, 0, "sdpa"),
+        ("clevr", 0, "sdpa"),
+        ("clevr", 32, "sdpa"),
+        (None, 32, "sdpa"),
+        ("clevr", 32, "eager"),
+    ],
 )
 def test_decoded_rollouts_are_what_teacher_forcing_predicts(real_path, words, context, attention):
     """The log-likelihood the decoder records for a rollout's actions is what the model gives
