@@ -76,17 +76,8 @@ def build(config: dict, overrides: dict[str, Any]) -> tuple[GroundingModule, Gro
 
 
 def optimizer_of(module: GroundingModule) -> torch.optim.Optimizer:
-    groups: dict[bool, list[torch.nn.Parameter]] = {True: [], False: []}
-    for name, param in module.model.named_parameters():
-        if param.requires_grad:
-            groups[name.startswith("lm.")].append(param)
-    return torch.optim.AdamW(
-        [
-            {"params": groups[True], "lr": module.lr},
-            {"params": groups[False], "lr": module.adapter_lr},
-        ],
-        weight_decay=module.weight_decay,
-    )
+    """The module's own AdamW (two learning rates; no schedule)."""
+    return module.configure_optimizers()["optimizer"]
 
 
 def train_step(
@@ -120,24 +111,30 @@ def time_interleaved(
     warmup: int,
 ) -> list[dict[str, float]]:
     """Time ``steps`` training steps per setup in rounds (one step of each setup per round, the
-    same batch for all), so that load from other processes slows every setup alike."""
+    same batch for all), so that load from other processes slows every setup alike. Besides
+    the totals, each setup's speed-up over the first in every round (same batch, adjacent in
+    time): its median and quartiles are robust to a round slowed by other load."""
     totals = [{"tokens": 0, "positions": 0, "seconds": 0.0} for _ in setups]
+    per_round = np.zeros((steps, len(setups)))
     for k in range(warmup + steps):
-        for (module, optimizer, dm), total in zip(setups, totals):
+        for s, ((module, optimizer, dm), total) in enumerate(zip(setups, totals)):
             refs = dm.references(k, dm.train_episodes, dm.batch_size)
             start = time.perf_counter()
             real, padded = train_step(module, optimizer, refs)
             if k >= warmup:
-                total["seconds"] += time.perf_counter() - start
+                per_round[k - warmup, s] = time.perf_counter() - start
+                total["seconds"] += per_round[k - warmup, s]
                 total["tokens"] += real
                 total["positions"] += padded
+    ratios = per_round[:, :1] / per_round
     return [
         {
             "tokens_per_s": t["tokens"] / t["seconds"],
             "positions_per_s": t["positions"] / t["seconds"],
             "s_per_step": t["seconds"] / steps,
+            "round_ratio": np.percentile(ratios[:, s], [25, 50, 75]).tolist(),
         }
-        for t in totals
+        for s, t in enumerate(totals)
     ]
 
 
@@ -198,14 +195,16 @@ def main() -> None:
             "that other load slows all setups alike. Tokens = real (non-padding) positions."
         ),
         "",
-        "| setup | tokens/s | × first | positions/s | s/step |"
-        + (" held-out action CE | held-out state error |" if args.train_steps else ""),
-        "|---|---|---|---|---|" + ("---|---|" if args.train_steps else ""),
+        "| setup | tokens/s | × first | × first per round: median (quartiles) | positions/s "
+        "| s/step |" + (" held-out action CE | held-out state error |" if args.train_steps else ""),
+        "|---|---|---|---|---|---|" + ("---|---|" if args.train_steps else ""),
     ]
     for row in rows:
+        low, median, high = row["round_ratio"]
         line = (
             f"| {row['setup']} | {row['tokens_per_s']:.0f} | {row['tokens_per_s'] / base:.2f} | "
-            f"{row['positions_per_s']:.0f} | {row['s_per_step']:.2f} |"
+            f"{median:.2f} ({low:.2f}–{high:.2f}) | {row['positions_per_s']:.0f} | "
+            f"{row['s_per_step']:.2f} |"
         )
         if args.train_steps:
             h = row["held_out"]

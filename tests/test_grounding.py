@@ -11,6 +11,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 import yaml
 
 from imaginebench.config import load_config_file
@@ -66,10 +67,10 @@ def _datamodule(real_path, **kwargs):
 
 def _tiny(dm, lora=LoraSettings(rank=4, alpha=8, dropout=0.0), **kwargs):
     torch.manual_seed(0)
+    kwargs.setdefault("lm_config", TINY_LLAMA)
     return GroundingModule(
         dm.state_dim,
         dm.action_spec,
-        lm_config=TINY_LLAMA,
         tokenizer=resolve_encoder_path("all-MiniLM-L6-v2"),
         lora=lora,
         **kwargs,
@@ -223,7 +224,9 @@ def test_packed_rows_hold_every_item_whole_in_few_short_rows():
     assert pack_rows([7]) == [[0]]
 
 
-@pytest.mark.parametrize(("words", "attention"), [(None, "sdpa"), ("clevr", "eager")])
+@pytest.mark.parametrize(
+    ("words", "attention"), [(None, "sdpa"), ("clevr", "eager"), ("clevr", "unpadded")]
+)
 def test_packed_batches_give_the_padded_losses_and_gradients(real_path, words, attention):
     """Sequences laid end to end (short rows, positions restarting per sequence and at the
     padding) attend within themselves only and see only their own context, with either
@@ -255,6 +258,113 @@ def test_packed_batches_give_the_padded_losses_and_gradients(real_path, words, a
     assert packed_grads.keys() == padded_grads.keys() and padded_grads
     for name, grad in padded_grads.items():
         torch.testing.assert_close(packed_grads[name], grad, rtol=1e-3, atol=1e-6, msg=name)
+
+
+def test_segments_place_every_real_position_once_by_sequence_length():
+    """Real positions of a padded row and a packed row (sequences numbered from 0) go to one
+    slot each; short sequences get a narrower block than long ones; a slot's mask lets it
+    read its own sequence's earlier positions only."""
+    from imaginebench.modules.grounding.unpadded import Segments
+
+    lengths = [[3, 2, 12], [11]]  # row 0 packed (+ 1 padding slot), row 1 padded
+    mask = torch.tensor([[1] * 17 + [0], [1] * 11 + [0] * 7])
+    positions = torch.zeros(2, 18, dtype=torch.long)
+    positions[0, :17] = torch.cat([torch.arange(n) for n in lengths[0]])
+    positions[1, :11] = torch.arange(11)
+    segments = Segments.of(mask, positions, torch.float32)
+    assert segments.real.tolist() == list(range(17)) + list(range(18, 29))
+    shapes = sorted(tuple(block.gather.shape) for block in segments.blocks)
+    assert shapes == [(2, 3), (2, 12)]  # (groups, width): 3 and 2 apart from 12 and 11
+    slots = torch.cat([block.gather.flatten() for block in segments.blocks])
+    assert slots[segments.scatter].tolist() == list(range(28))  # each real position once
+    sequence_of = torch.cat([torch.full((n,), i) for i, n in enumerate([3, 2, 12, 11])])
+    slot_sequence = torch.full((len(slots),), -1)
+    slot_sequence[segments.scatter] = sequence_of
+    offset = 0
+    for block in segments.blocks:
+        groups, width = block.gather.shape
+        owner = slot_sequence[offset : offset + groups * width].view(groups, width)
+        offset += groups * width
+        column = torch.arange(width)
+        expected = (owner[:, :, None] == owner[:, None, :]) & (owner[:, :, None] >= 0)
+        expected = (expected & (column[:, None] >= column)) | torch.eye(width, dtype=torch.bool)
+        assert torch.equal(block.bias[:, 0, 0] == 0, expected)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_unpadded_attention_computes_the_padded_function_on_real_positions_only(real_path, pack):
+    """With attention ``unpadded`` the LM's blocks see only the batch's real positions (one
+    row, no padding), and every loss term and gradient is what eager attention over the padded
+    or packed batch gives (caught: a sequence reading another's keys, query heads paired with
+    the wrong key/value head, a real position written back to the wrong slot)."""
+    dm = _datamodule(real_path)
+    dm.setup("fit")
+    refs = dm.references(0, dm.train_episodes, 12)
+    results, widths = [], []
+    for attention in ("eager", "unpadded"):
+        module = _tiny(dm, action_words=CLEVR_ACTION_WORDS, context_hidden=16, attention=attention)
+        module.dataset = dm.dataset
+        module.model.fit_statistics(*transition_states(dm.dataset))
+        module.pack_sequences = pack
+        with torch.no_grad():  # adapters that contribute (LoRA's B starts at zero)
+            torch.manual_seed(1)
+            for name, param in module.model.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(std=0.05)
+        module.eval()
+        batch = module.collate(refs)
+        first_block = module.model.lm.base_model.layers[0]
+        hook = first_block.register_forward_hook(
+            lambda _m, inputs, _out: widths.append(tuple(inputs[0].shape[:2]))
+        )
+        terms = module.model.losses(batch)
+        module._loss(terms).backward()
+        hook.remove()
+        grads = {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
+        results.append(({k: float(v.detach()) for k, v in terms.items()}, grads))
+    real = int((batch["kind"] != PAD).sum())
+    assert widths == [tuple(batch["input_ids"].shape), (1, real)]
+    assert real < batch["input_ids"].numel(), "the batch has padding to leave out"
+    (eager, eager_grads), (unpadded, unpadded_grads) = results
+    assert unpadded == pytest.approx(eager, rel=1e-4, abs=1e-6)
+    assert unpadded_grads.keys() == eager_grads.keys() and eager_grads
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(unpadded_grads[name], grad, rtol=1e-3, atol=1e-6, msg=name)
+
+
+def test_compiled_norms_compute_the_norms_of_the_lm_with_the_same_weights(real_path):
+    """``compile_norms`` swaps every RMS norm for a compiled kernel of the same formula and
+    weight: the state dict keeps its keys and the losses and gradients are the eager ones
+    (caught: a norm left out, epsilon or weight dropped); an LM without RMS norms is refused."""
+    from imaginebench.modules.grounding.fused_norms import FusedRMSNorm
+
+    dm = _datamodule(real_path)
+    dm.setup("fit")
+    refs = dm.references(0, dm.train_episodes, 8)
+    results, keys = [], []
+    for compiled in (False, True):
+        module = _tiny(dm, compile_norms=compiled)
+        module.dataset = dm.dataset
+        module.model.fit_statistics(*transition_states(dm.dataset))
+        with torch.no_grad():  # norms whose weights are not all ones
+            for name, param in module.model.lm.named_parameters():
+                if "norm" in name:
+                    param.uniform_(0.5, 1.5)
+        norms = [m for m in module.model.lm.modules() if isinstance(m, FusedRMSNorm)]
+        assert len(norms) == (2 * TINY_LLAMA["num_hidden_layers"] + 1 if compiled else 0)
+        keys.append(sorted(module.state_dict()))
+        terms = module.model.losses(module.collate(refs))
+        module._loss(terms).backward()
+        grads = {n: p.grad.clone() for n, p in module.named_parameters() if p.grad is not None}
+        results.append(({k: float(v.detach()) for k, v in terms.items()}, grads))
+    assert keys[0] == keys[1]
+    (eager, eager_grads), (fused, fused_grads) = results
+    assert fused == pytest.approx(eager, rel=1e-5, abs=1e-6)
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    gpt2 = dict(model_type="gpt2", vocab_size=30522, n_embd=32, n_layer=1, n_head=2)
+    with pytest.raises(ValueError, match="RMS norms"):
+        _tiny(dm, lm_config=gpt2, compile_norms=True)
 
 
 def _action_terms(module, dm):
@@ -383,12 +493,14 @@ def test_bf16_and_4bit_lms_train_their_adapters(real_path, tmp_path, setting):
 
 def test_lora_autocast_computes_adapters_in_bfloat16_and_keeps_their_weights_float32(real_path):
     """With bfloat16 LM weights, ``lora_autocast`` runs the LoRA products in bfloat16 (no
-    float32 copy of each activation) while the adapters' weights and gradients stay float32,
-    and the losses stay those of float32 adapters up to bfloat16 rounding."""
+    float32 copy of each activation; the update added by one fused product) while the
+    adapters' weights and gradients stay float32, the losses and gradients stay those of
+    float32 adapters up to bfloat16 rounding, and merging the adapters into the weights and
+    back works as for plain LoRA."""
     dm = _datamodule(real_path)
     dm.setup("fit")
     refs = dm.references(0, dm.train_episodes, 8)
-    terms = {}
+    terms, grads = {}, {}
     for autocast in (False, True):
         module = _tiny(dm, precision="bfloat16", lora_autocast=autocast)
         module.dataset = dm.dataset
@@ -408,7 +520,18 @@ def test_lora_autocast_computes_adapters_in_bfloat16_and_keeps_their_weights_flo
         adapters = [p for n, p in module.model.named_parameters() if "lora_" in n]
         assert all(p.dtype == p.grad.dtype == torch.float32 for p in adapters)
         terms[autocast] = {k: float(v.detach()) for k, v in parts.items()}
+        grads[autocast] = torch.cat([p.grad.flatten() for p in adapters])
     assert terms[True] == pytest.approx(terms[False], rel=0.05, abs=0.02)
+    cosine = F.cosine_similarity(grads[True], grads[False], dim=0)
+    assert cosine > 0.99, float(cosine)
+    layer = next(m for m in module.model.lm.modules() if hasattr(m, "lora_variant"))
+    assert type(layer.lora_variant["default"]).__name__ == "FusedLoraUpdate"
+    base = layer.get_base_layer().weight
+    before, delta = base.detach().clone(), layer.get_delta_weight("default").to(base.dtype)
+    module.merge_lora()
+    torch.testing.assert_close(base.detach(), before + delta)
+    module.unmerge_lora()
+    torch.testing.assert_close(base.detach(), before, atol=0.02, rtol=0)
 
 
 def test_lora_checkpoint_of_a_pretrained_lm_holds_only_trained_tensors(real_path):
@@ -645,6 +768,7 @@ def test_imagine_command_writes_a_valid_dataset_and_report(real_path, tmp_path, 
         ("clevr", 32, "sdpa"),
         (None, 32, "sdpa"),
         ("clevr", 32, "eager"),
+        ("clevr", 32, "unpadded"),
     ],
 )
 def test_decoded_rollouts_are_what_teacher_forcing_predicts(real_path, words, context, attention):

