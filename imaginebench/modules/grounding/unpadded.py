@@ -63,31 +63,43 @@ class Segments:
         scatter = torch.empty(len(real), dtype=torch.long)
         blocks, offset = [], 0
         for members in _two_widths(lengths):
-            widest = max(lengths[k] for k in members)
-            groups = [
-                [members[i] for i in group]
-                for group in first_fit([lengths[k] for k in members], widest)
-            ]
-            width = max(sum(lengths[k] for k in group) for group in groups)
-            gather = torch.zeros(len(groups), width, dtype=torch.long)
-            sequence = torch.full((len(groups), width), -1, dtype=torch.long)
-            for g, group in enumerate(groups):
-                column = 0
-                for k in group:
-                    start, n = starts[k], lengths[k]
-                    gather[g, column : column + n] = torch.arange(start, start + n)
-                    sequence[g, column : column + n] = k
-                    first = offset + g * width + column
-                    scatter[start : start + n] = torch.arange(first, first + n)
-                    column += n
-            slot = torch.arange(width)
-            allowed = (sequence[:, :, None] == sequence[:, None, :]) & (slot[:, None] >= slot)
-            allowed |= torch.eye(width, dtype=torch.bool)
-            bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, float("-inf"))
-            device = attention_mask.device
-            blocks.append(Block(gather.to(device), bias[:, None, None].to(device)))
-            offset += len(groups) * width
-        return cls(real.to(attention_mask.device), tuple(blocks), scatter.to(attention_mask.device))
+            block = _block(members, starts, lengths, offset, scatter, dtype)
+            blocks.append(block)
+            offset += block.gather.numel()
+        device = attention_mask.device
+        blocks = [Block(b.gather.to(device), b.bias.to(device)) for b in blocks]
+        return cls(real.to(device), tuple(blocks), scatter.to(device))
+
+
+def _block(
+    members: list[int],
+    starts: list[int],
+    lengths: list[int],
+    offset: int,
+    scatter: Tensor,
+    dtype: torch.dtype,
+) -> Block:
+    """The block of sequences ``members`` (first fit into groups as wide as the longest),
+    whose slots start at ``offset``; writes the members' positions' slots into ``scatter``."""
+    widest = max(lengths[k] for k in members)
+    groups = [[members[i] for i in g] for g in first_fit([lengths[k] for k in members], widest)]
+    width = max(sum(lengths[k] for k in group) for group in groups)
+    gather = torch.zeros(len(groups), width, dtype=torch.long)
+    sequence = torch.full((len(groups), width), -1, dtype=torch.long)
+    for g, group in enumerate(groups):
+        column = 0
+        for k in group:
+            start, n = starts[k], lengths[k]
+            gather[g, column : column + n] = torch.arange(start, start + n)
+            sequence[g, column : column + n] = k
+            first = offset + g * width + column
+            scatter[start : start + n] = torch.arange(first, first + n)
+            column += n
+    slot = torch.arange(width)
+    allowed = (sequence[:, :, None] == sequence[:, None, :]) & (slot[:, None] >= slot)
+    allowed |= torch.eye(width, dtype=torch.bool)
+    bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, float("-inf"))
+    return Block(gather, bias[:, None, None])
 
 
 def _two_widths(lengths: list[int]) -> list[list[int]]:
@@ -130,13 +142,8 @@ def unpadded_attention(
     outputs = []
     for block in segments.blocks:
         groups, width = block.gather.shape
-
-        def grouped(x: Tensor) -> Tensor:  # (1, h, n, d) -> (groups, h, width, d)
-            slots = x[0].index_select(1, block.gather.flatten())
-            return slots.unflatten(1, (groups, width)).transpose(0, 1)
-
-        q = grouped(query).unflatten(1, (kv_heads, shared)).flatten(2, 3)
-        k, v = grouped(key), grouped(value)
+        q = _grouped(query, block.gather).unflatten(1, (kv_heads, shared)).flatten(2, 3)
+        k, v = _grouped(key, block.gather), _grouped(value, block.gather)
         scores = torch.matmul(q, k.transpose(-1, -2)).unflatten(2, (shared, width))
         scores = scores * scaling + block.bias
         weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
@@ -145,6 +152,12 @@ def unpadded_attention(
         outputs.append(out.transpose(1, 2).flatten(0, 1))  # (groups * width, h, d)
     out = torch.cat(outputs).index_select(0, segments.scatter)  # (n, h, d)
     return out[None], None
+
+
+def _grouped(x: Tensor, gather: Tensor) -> Tensor:
+    """``(1, heads, n, dim)`` -> ``(groups, heads, width, dim)`` at ``gather``'s slots."""
+    slots = x[0].index_select(1, gather.flatten())
+    return slots.unflatten(1, gather.shape).transpose(0, 1)
 
 
 def register() -> None:
