@@ -61,13 +61,12 @@ class Segments:
         starts = (positions == 0).nonzero().squeeze(1).tolist()
         lengths = [end - start for start, end in zip(starts, starts[1:] + [len(real)])]
         scatter = torch.empty(len(real), dtype=torch.long)
+        device = attention_mask.device
         blocks, offset = [], 0
         for members in _two_widths(lengths):
-            block = _block(members, starts, lengths, offset, scatter, dtype)
+            block = _block(members, starts, lengths, offset, scatter, dtype, device)
             blocks.append(block)
             offset += block.gather.numel()
-        device = attention_mask.device
-        blocks = [Block(b.gather.to(device), b.bias.to(device)) for b in blocks]
         return cls(real.to(device), tuple(blocks), scatter.to(device))
 
 
@@ -78,6 +77,7 @@ def _block(
     offset: int,
     scatter: Tensor,
     dtype: torch.dtype,
+    device: torch.device,
 ) -> Block:
     """The block of sequences ``members`` (first fit into groups as wide as the longest),
     whose slots start at ``offset``; writes the members' positions' slots into ``scatter``."""
@@ -99,7 +99,7 @@ def _block(
     allowed = (sequence[:, :, None] == sequence[:, None, :]) & (slot[:, None] >= slot)
     allowed |= torch.eye(width, dtype=torch.bool)
     bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, float("-inf"))
-    return Block(gather, bias[:, None, None])
+    return Block(gather.to(device), bias[:, None, None].to(device))
 
 
 def _two_widths(lengths: list[int]) -> list[list[int]]:
