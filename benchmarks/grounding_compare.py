@@ -6,7 +6,7 @@
         --out docs/results/grounding_setups_clevr.md
 
 Each argument is ``label=log_dir`` (a TensorBoard folder written by ``imaginebench fit`` with a
-grounding config). The runs should share the config's schedule (``max_steps``, warm-up, data,
+grounding config; a resumed run's folders joined by commas, ``label=version_0,version_1``). The runs should share the config's schedule (``max_steps``, warm-up, data,
 seed), so that a step means the same in each; then a faster setup only counts as faster if its
 held-out losses at the same step are as good (``benchmarks/grounding_speed.py`` measures the
 throughput itself, with the setups timed alike; the runs' wall clock depends on what else ran
@@ -43,7 +43,7 @@ def read_run(log_dir: str) -> dict[int, dict[str, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="label=log_dir")
+    parser.add_argument("runs", nargs="+", help="label=log_dir[,log_dir of its resumption...]")
     parser.add_argument("--out", default=None, help="also write the table to this Markdown file")
     args = parser.parse_args()
     labels, runs = [], []
@@ -52,7 +52,10 @@ def main() -> None:
         if not sep or not label:
             parser.error(f"{text!r}: expected label=log_dir")
         labels.append(label)
-        runs.append(read_run(log_dir))
+        validation: dict[int, dict[str, float]] = {}
+        for part in log_dir.split(","):  # a resumption's validations follow the run's own
+            validation.update(read_run(part))
+        runs.append(validation)
     steps = sorted({step for validation in runs for step in validation})
     header = "| step | " + " | ".join(f"{label}: action CE / state error" for label in labels)
     lines = [
