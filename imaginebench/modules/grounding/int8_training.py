@@ -11,7 +11,9 @@ activation's dtype. Outside training (validation, imagination, merged exports) t
 plain product, so held-out losses measure the model that imagines.
 
 The weight's int8 copies are made on first use and remade when the weight changes (merging an
-adapter into it); they are not part of the state dict.
+adapter into it); they are not part of the state dict. The speed-up needs int8 dot-product
+instructions (measured: docs/grounding.md#int8-products-for-the-frozen-weights-2026-12-06); on
+CUDA, ``torch._int_mm`` also needs more than 16 rows and dimensions that are multiples of 8.
 """
 
 from __future__ import annotations
