@@ -492,6 +492,20 @@ def test_bf16_and_4bit_lms_train_their_adapters(real_path, tmp_path, setting):
     assert any(not torch.equal(lora[n], p) for n, p in module.model.named_parameters() if n in lora)
 
 
+def _tiny_with_active_adapters(dm, **kwargs):
+    """A tiny module fitted to ``dm``'s statistics whose LoRA adapters contribute (LoRA's B
+    starts at zero; here it is drawn, the same for every call)."""
+    module = _tiny(dm, **kwargs)
+    module.dataset = dm.dataset
+    module.model.fit_statistics(*transition_states(dm.dataset))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in module.model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.05)
+    return module
+
+
 def test_lora_autocast_computes_adapters_in_bfloat16_and_keeps_their_weights_float32(real_path):
     """With bfloat16 LM weights, ``lora_autocast`` runs the LoRA products in bfloat16 (no
     float32 copy of each activation; the update added by one fused product) while the
@@ -503,14 +517,7 @@ def test_lora_autocast_computes_adapters_in_bfloat16_and_keeps_their_weights_flo
     refs = dm.references(0, dm.train_episodes, 8)
     terms, grads = {}, {}
     for autocast in (False, True):
-        module = _tiny(dm, precision="bfloat16", lora_autocast=autocast)
-        module.dataset = dm.dataset
-        module.model.fit_statistics(*transition_states(dm.dataset))
-        torch.manual_seed(1)
-        with torch.no_grad():  # adapters that contribute (LoRA's B starts at zero)
-            for name, param in module.model.named_parameters():
-                if "lora_B" in name:
-                    param.normal_(std=0.05)
+        module = _tiny_with_active_adapters(dm, precision="bfloat16", lora_autocast=autocast)
         dtypes = []
         first_a = next(m for n, m in module.model.named_modules() if n.endswith("lora_A.default"))
         hook = first_a.register_forward_hook(lambda _m, _i, out: dtypes.append(out.dtype))
@@ -591,14 +598,7 @@ def test_int8_training_converts_the_frozen_layers_under_lora_and_keeps_the_learn
     refs = dm.references(0, dm.train_episodes, 8)
     keys, eval_terms, train_terms, grads = [], {}, {}, {}
     for int8 in (False, True):
-        module = _tiny(dm, int8_training=int8)
-        module.dataset = dm.dataset
-        module.model.fit_statistics(*transition_states(dm.dataset))
-        torch.manual_seed(1)
-        with torch.no_grad():  # adapters that contribute (LoRA's B starts at zero)
-            for name, param in module.model.named_parameters():
-                if "lora_B" in name:
-                    param.normal_(std=0.05)
+        module = _tiny_with_active_adapters(dm, int8_training=int8)
         converted = [m for m in module.model.lm.modules() if isinstance(m, Int8TrainingLinear)]
         lora_layers = [m for m in module.model.lm.modules() if hasattr(m, "lora_A")]
         assert len(converted) == (len(lora_layers) if int8 else 0) and lora_layers
