@@ -168,8 +168,10 @@ class GroundingModule(L.LightningModule):
         self.save_hyperparameters()  # after the conversions: records the settings classes
         if load_in_4bit and lora is None:
             raise ValueError("load_in_4bit (QLoRA) trains LoRA adapters: set lora")
-        if int8_training and (lora is None or load_in_4bit):
+        if int8_training and lora is None:
             raise ValueError("int8_training multiplies the frozen weights under LoRA: set lora")
+        if int8_training and load_in_4bit:
+            raise ValueError("int8_training and load_in_4bit both quantise the frozen weights")
         self.state_dim, self.action_spec = int(state_dim), dict(action_spec)
         self.lora, self.loss_weights = lora, loss_weights
         self.lr, self.adapter_lr = lr, adapter_lr
