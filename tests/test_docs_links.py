@@ -1,4 +1,5 @@
-"""The README's and the docs' relative links reach their files, and their ``#anchors`` headings."""
+"""Links into the docs resolve: the README's and the docs' relative links, and the
+``docs/....md#anchor`` references in configs, source, benchmarks and examples."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCED = re.compile(r"^```.*?^```", re.S | re.M)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+DOCS_REFERENCE = re.compile(r"\bdocs/[\w./-]+\.md(?:#[\w-]+)?")
+REFERRING = [
+    path
+    for folder in ("configs", "imaginebench", "benchmarks", "examples")
+    for path in sorted((ROOT / folder).rglob("*"))
+    if path.suffix in (".py", ".yaml", ".yml", ".toml")
+]
 
 
 def heading_anchor(heading: str) -> str:
@@ -32,19 +40,29 @@ def anchors(document: Path) -> frozenset[str]:
     return frozenset(found)
 
 
+def unresolved(target: str, base: Path, document: Path) -> str | None:
+    """Why ``target`` (``path#anchor``, relative to ``base``) does not resolve, or ``None``."""
+    path, _, anchor = target.partition("#")
+    linked = (base / path).resolve() if path else document
+    if not linked.exists():
+        return f"{target} (no such file)"
+    if anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+        return f"{target} (no such heading)"
+    return None
+
+
 def broken_links(document: Path) -> list[str]:
     """The relative links of ``document`` whose file or heading does not exist."""
-    broken = []
-    for target in LINK.findall(FENCED.sub("", document.read_text())):
-        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
-            continue
-        path, _, anchor = target.partition("#")
-        linked = (document.parent / path).resolve() if path else document
-        if not linked.exists():
-            broken.append(f"{target} (no such file)")
-        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
-            broken.append(f"{target} (no such heading)")
-    return broken
+    targets = LINK.findall(FENCED.sub("", document.read_text()))
+    local = [t for t in targets if not re.match(r"[a-z]+:", t)]  # not http:, https:, mailto:
+    return [why for t in local if (why := unresolved(t, document.parent, document))]
+
+
+def broken_references(source: Path) -> list[str]:
+    """The ``docs/....md#anchor`` references of ``source`` (from the repository root) that do
+    not resolve."""
+    targets = DOCS_REFERENCE.findall(source.read_text())
+    return [why for t in targets if (why := unresolved(t, ROOT, source))]
 
 
 def test_heading_anchor_follows_githubs_rule() -> None:
@@ -69,6 +87,23 @@ def test_a_missing_file_and_a_missing_heading_are_reported(tmp_path: Path) -> No
     ]
 
 
+def test_a_broken_docs_reference_in_a_config_is_reported(tmp_path: Path) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "a: 1  # docs/grounding.md#filters-filters-of-imaginebench-imagine\n"
+        "b: 2  # docs/grounding.md#filters, docs/absent.md\n"
+    )
+    assert broken_references(config) == [
+        "docs/grounding.md#filters (no such heading)",
+        "docs/absent.md (no such file)",
+    ]
+
+
 def test_the_readme_and_docs_links_reach_their_targets() -> None:
     broken = {str(doc.relative_to(ROOT)): broken_links(doc) for doc in DOCUMENTS}
     assert {doc: links for doc, links in broken.items() if links} == {}
+
+
+def test_docs_references_in_configs_and_source_reach_their_targets() -> None:
+    broken = {str(path.relative_to(ROOT)): broken_references(path) for path in REFERRING}
+    assert {path: refs for path, refs in broken.items() if refs} == {}

@@ -3,9 +3,10 @@
 A Llama-style RMS norm is six small elementwise operations forward and more backward, each a
 pass over the activations; the LM has two per block. ``torch.compile`` fuses them into one
 kernel forward and one backward, leaving the matrix products to PyTorch's own kernels
-(compiling the whole body instead was slower: docs/grounding.md#training-speed). The first
-call of each kind (training, no-grad, autocast) compiles for a few seconds; later shapes reuse
-it (dynamic shapes). On CPU, inductor needs a C++ compiler (``gcc``/``g++``).
+(compiling the whole body instead was slower:
+docs/grounding.md#training-speed-what-makes-a-grounding-step-cheaper). The first call of
+each kind (training, no-grad, autocast) compiles for a few seconds; later shapes reuse it
+(dynamic shapes). On CPU, inductor needs a C++ compiler (``gcc``/``g++``).
 """
 
 from __future__ import annotations

@@ -191,7 +191,8 @@ def load_causal_lm(
             output norm and head stay): less compute per token, at the price of depth.
         attention: transformers' attention implementation: ``sdpa`` (PyTorch's fused
             kernel), ``eager`` (plain matrix products; on CPU several times cheaper to
-            differentiate for short packed rows, docs/grounding.md#training-speed) or
+            differentiate for short packed rows,
+            docs/grounding.md#training-speed-what-makes-a-grounding-step-cheaper) or
             ``unpadded`` (the body computes a batch's real positions only and attention runs
             per sequence; :mod:`~imaginebench.modules.grounding.unpadded`).
         compile_norms: run the RMS norms as compiled fused kernels
