@@ -2,8 +2,8 @@
 averaged over windows, validation losses at every evaluation) and the wall-clock time. Writes
 docs/results/grounding_<domain>.md.
 
-    imaginebench fit -c configs/grounding_clevr.yaml           # the run (writes runs/grounding_clevr)
-    python benchmarks/grounding_report.py --domain clevr       # reads runs/grounding_clevr/version_0
+    imaginebench fit -c configs/grounding_clevr.yaml     # the run (writes runs/grounding_clevr)
+    python benchmarks/grounding_report.py --domain clevr # reads runs/grounding_clevr/version_0
 """
 
 from __future__ import annotations
@@ -104,16 +104,24 @@ def main() -> None:
                 + " | ".join(f"{series(f'val/{t}')[1][k]:.3f}" for t in val_tags)
                 + " |"
             )
-    config = yaml.safe_load(Path(args.config).read_text())
+    config_path = Path(args.config).resolve()
+    config = yaml.safe_load(config_path.read_text())
+    shown_config = (
+        config_path.relative_to(ROOT) if config_path.is_relative_to(ROOT) else config_path
+    )
     model = config["model"]["init_args"]
     data = config["data"]["init_args"]
     report = "\n".join(
         [
             f"# Grounding fine-tune on {args.domain}",
             "",
-            f"`imaginebench fit -c {Path(args.config).relative_to(ROOT)}`, summarised by "
+            f"`imaginebench fit -c {shown_config}`, summarised by "
             f"`python benchmarks/grounding_report.py --domain {args.domain} --log-dir "
-            f"{' '.join(args.log_dir)}` "
+            f"{' '.join(args.log_dir)}"
+            + (f" --config {args.config}" if args.config else "")
+            + (f" --window {args.window}" if args.window != 50 else "")
+            + (f" --out {args.out}" if args.out else "")
+            + "` "
             f"({platform.machine()}, CPU, 2 cores).",
             "",
             f"SmolLM2-135M-Instruct (`{model['lm']}`, {model['precision']}), LoRA rank "
