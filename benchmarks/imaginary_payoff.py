@@ -37,21 +37,7 @@ class Source:
 
 SOURCES = (
     Source("CLEVR-Robot", "clevr_all_three_shipped", "real + imaginary (all levels)"),
-    Source(
-        "BabyAI",
-        "babyai_loops/erased",
-        "real + imaginary (all levels)",
-        "DiscreteBC: seeds 0-4 pooled with seeds 5-9 of the same runs",
-        algorithms=("DiscreteBC",),
-        pooled_with=("babyai_cql_train_controls/ten_seeds",),
-    ),
-    Source(
-        "BabyAI",
-        "babyai_loops/erased",
-        "real + imaginary (all levels)",
-        "DiscreteCQL: seeds 0-4 (over ten seeds `train` loses 4.7 points, docs/grounding.md)",
-        algorithms=("DiscreteCQL",),
-    ),
+    Source("BabyAI", "babyai_step1600_rephrase_easy", "real + imaginary (all levels)"),
     Source("HalfCheetah", "halfcheetah_lookahead_easy", "real + imaginary (all levels)"),
     Source(
         "Meta-World",

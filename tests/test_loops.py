@@ -79,7 +79,9 @@ def detours():
         episode = shipped.episode(i)
         direct = _simulated(env, episode, episode.actions)
         detoured = _simulated(env, episode, [*DETOUR, *episode.actions])
-        if direct.success and detoured.success and len(detoured) == len(direct) + len(DETOUR):
+        back_at_start = np.array_equal(detoured.states[len(DETOUR)], direct.states[0])
+        # a step left that a wall blocks, then one right that moves, is no detour
+        if back_at_start and direct.success and detoured.success:
             pairs.append((direct, detoured))
         if len(pairs) == 30:
             break
