@@ -31,7 +31,6 @@ class Source:
     report: str  # folder under docs/results
     imaginary: str  # the ``data`` label of its real + imaginary rows
     note: str = ""
-    algorithms: tuple[str, ...] = ()  # only these (default: every one with imaginary rows)
     pooled_with: tuple[str, ...] = ()  # reports of further seeds of the same runs
 
 
@@ -99,8 +98,7 @@ def pooled(cells: list[Cell]) -> Cell:
 def source_cells(source: Source) -> dict[tuple[str, str, str], Cell]:
     """The source's cells, each pooled over its report and ``pooled_with``."""
     reports = [read_cells(r) for r in (source.report, *source.pooled_with)]
-    keys = [k for k in reports[0] if not source.algorithms or k[0] in source.algorithms]
-    return {k: pooled([r[k] for r in reports if k in r]) for k in keys}
+    return {k: pooled([r[k] for r in reports if k in r]) for k in reports[0]}
 
 
 def verdict(real: Cell, imagined: Cell) -> str:
