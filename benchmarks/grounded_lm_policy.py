@@ -41,7 +41,13 @@ def simulator_step(env: object):
 
 
 def run(
-    checkpoint: str, domain: str, level: str, episodes: int, seed: int, horizon: int | None
+    checkpoint: str,
+    domain: str,
+    level: str,
+    episodes: int,
+    seed: int,
+    horizon: int | None,
+    stage_instructions: bool = False,
 ) -> dict[str, object]:
     from imaginebench.modules.grounding import GroundingModule
 
@@ -57,7 +63,11 @@ def run(
         observation, _ = env.reset(options={"episode": spec})
         if not np.allclose(observation, spec.initial_state, atol=1e-5):
             raise RuntimeError("the simulator did not start from the episode's initial state")
-        decoding = {"strategy": "greedy", "batch_size": 1}
+        decoding = {
+            "strategy": "greedy",
+            "batch_size": 1,
+            "stage_instructions": stage_instructions,
+        }
         imaginer = Imaginer(module, decoding, seed, dynamics=simulator_step(env))
         (rollout,) = imaginer.imagine([spec], horizon)
         progress = spec.task.progress(rollout.states)
@@ -83,6 +93,7 @@ def run(
         "episodes": episodes,
         "seed": seed,
         "horizon": horizon,
+        "stage_instructions": stage_instructions,
         "seconds": round(time.perf_counter() - started, 1),
         "success": float(np.mean([r["success"] for r in every])),
         "tasks": rows,
@@ -97,9 +108,22 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--horizon", type=int, default=None)
+    parser.add_argument(
+        "--stage-instructions",
+        action="store_true",
+        help="prompt each stage of a composition as its training task (decoding option)",
+    )
     parser.add_argument("--out", default=None, help="also write the results as JSON here")
     args = parser.parse_args()
-    result = run(args.checkpoint, args.domain, args.level, args.episodes, args.seed, args.horizon)
+    result = run(
+        args.checkpoint,
+        args.domain,
+        args.level,
+        args.episodes,
+        args.seed,
+        args.horizon,
+        args.stage_instructions,
+    )
     print(
         f"{args.domain} {args.level}: success {100 * result['success']:.1f} % "
         f"({args.episodes} episodes, {result['seconds']} s)"

@@ -29,10 +29,10 @@ def one_prompt_pass_per_row() -> Iterator[None]:
     """Decode as before prompt sharing: every row encodes its own prompt."""
     shared = decoder.Imaginer._prompt
 
-    def per_row(self, specs, states, start, device):
+    def per_row(self, instructions, states, start, device):
         items = [
-            self.builder.rollout_prompt(spec.instruction, state, start)
-            for spec, state in zip(specs, states)
+            self.builder.rollout_prompt(words, state, start)
+            for words, state in zip(instructions, states)
         ]
         batch = decoder.to_device(self.builder.collate(items, "left"), device)
         return decoder._Sequences(self.model, batch, self.decoding.use_cache)
@@ -71,9 +71,7 @@ def main() -> None:
                 out = Imaginer(module, decoding).imagine(candidates, args.horizon)
             seconds[name].append(time.perf_counter() - started)
             results[name] = out
-    same = all(
-        np.array_equal(a.actions, b.actions) for a, b in zip(*results.values(), strict=True)
-    )
+    same = all(np.array_equal(a.actions, b.actions) for a, b in zip(*results.values(), strict=True))
     base = np.median(seconds["one pass per row"])
     print(
         f"{args.domain} {args.level}: {args.episodes} episodes x {args.candidates} candidates, "

@@ -796,6 +796,46 @@ def test_imagined_compositions_show_stage_2_goal_as_the_env_would(tmp_path):
         np.testing.assert_allclose(r.states[switch:, TARGET], goal, atol=1e-6)
 
 
+@pytest.mark.parametrize("staged", [False, True])
+def test_stage_instructions_prompt_each_stage_as_its_trained_task(tmp_path, staged):
+    """``decoding.stage_instructions``: a composition is prompted with stage 1's trained
+    words, and re-prompted with stage 2's on the step its imagined states reach stage 1;
+    without it, the rollout's own words throughout. The rollout keeps its instruction."""
+    pytest.importorskip("metaworld")
+    from imaginebench.envs.metaworld import instructions as text
+    from imaginebench.envs.metaworld.layout import entity_slice
+
+    dm = _real_datamodule(tmp_path, "metaworld", 2)
+    module = _tiny(dm, window=10)
+    specs = get_domain("metaworld").make_suite().episodes("hard", 40, seed=0, split="data")
+    specs = [s for s in specs if s.task.name == "locked-door-open"][:2]
+    lock_x = entity_slice("lock").start
+
+    def unlocking(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        out = states.copy()  # the lock reaches its goal after two steps
+        out[:, lock_x] += 0.05
+        return out
+
+    prompts: list[tuple[str, int]] = []
+    build = module.builder.rollout_prompt
+
+    def recorded(instruction: str, state: np.ndarray, start: int = 0):
+        prompts.append((instruction, start))
+        return build(instruction, state, start)
+
+    module.builder.rollout_prompt = recorded
+    decoding = DecodingConfig(batch_size=2, stage_instructions=staged)
+    rollouts = Imaginer(module, decoding, dynamics=unlocking).imagine(specs, horizon=4)
+    assert [r.spec.instruction for r in rollouts] == [s.instruction for s in specs]
+    if not staged:
+        assert prompts == [(s.instruction, 0) for s in specs]
+        return
+    unlock, open_door = text.wordings("door-unlock"), text.wordings("door-open")
+    assert [start for _, start in prompts] == [0, 0, 2, 2]
+    assert all(words in unlock for words, _ in prompts[:2])
+    assert all(words in open_door for words, _ in prompts[2:])
+
+
 def test_decoding_stops_at_success(real_path):
     """A rollout ends at the first imagined state that satisfies its task."""
     dm = _datamodule(real_path)

@@ -216,6 +216,26 @@ def test_a_composition_shows_stage_2_goal_once_stage_1_is_reached():
     np.testing.assert_array_equal(MetaWorldTask("push").observed(push), push[-1])
 
 
+def test_a_composition_names_its_current_stage_in_trained_words():
+    """``stage_instruction``: before stage 1 is reached, a training wording of stage 1's task,
+    from then on one of stage 2's, the same one for the same instruction; single-stage tasks
+    keep their own words."""
+    task = MetaWorldTask("locked-door-open")
+    s = locked_door_states((False, False, False), (True, False, False), (False, False, False))
+    words = task.instructions()[3]
+    named = [task.stage_instruction(s[: t + 1], words) for t in range(len(s))]
+    assert named[0] == named[1] and named[0] in text.wordings("door-unlock", "train")
+    assert named[2] == named[3] and named[2] in text.wordings("door-open", "train")
+    others = {task.stage_instruction(s, w) for w in task.instructions()}
+    assert len(others) > 1  # the wording varies with the rollout's own instruction
+    coffee = make_coffee_states((False, False), (True, False))
+    assert MetaWorldTask("make-coffee").stage_instruction(coffee[:1], words) in text.wordings(
+        "coffee-push", "train"
+    )
+    push = history("push", {"target_object": GOAL}, {"target_object": GOAL})
+    assert MetaWorldTask("push").stage_instruction(push, "Push it.") == "Push it."
+
+
 def test_two_stage_targets_come_from_the_initial_state():
     """A moved target slot (an imagined rollout drifting its goal) does not change judgement."""
     task = MetaWorldTask("push")

@@ -108,6 +108,14 @@ class Task(ABC):
         second goal once the first is reached). By default the last state unchanged."""
         return np.asarray(states)[-1]
 
+    def stage_instruction(self, states: np.ndarray, instruction: str) -> str:
+        """The words for the stage of the task that the ``(T, state_dim)`` history is in.
+
+        A composition of tasks the real data hold can name the current stage's task in words
+        the grounding was trained on, so that imagination (``decoding.stage_instructions``)
+        prompts each stage as the task it was taught. By default ``instruction`` unchanged."""
+        return instruction
+
     @abstractmethod
     def instructions(self, wording: Wording = "train") -> list[str]:
         """All natural-language wordings of this task for a wording set."""

@@ -82,6 +82,11 @@ class DecodingConfig:
             "run forward faster"; needs no ``instruction_dropout``). ``imaginebench imagine``
             finds that instruction with the sentence encoder
             (:class:`~imaginebench.imagination.references.NearestSeenInstruction`).
+        stage_instructions: prompt a composition of trained tasks with the words of its
+            current stage (:meth:`~imaginebench.envs.base.Task.stage_instruction`, judged on
+            the imagined states), re-prompting when a stage is reached; the rollout keeps its
+            own instruction. A hand-given decomposition: the module is never asked to split
+            the instruction itself.
     """
 
     strategy: Strategy = "greedy"
@@ -92,6 +97,7 @@ class DecodingConfig:
     max_abs_state: float = 100.0
     guidance: float = 1.0
     guidance_reference: GuidanceReference = "empty"
+    stage_instructions: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy not in ("greedy", "sample"):
@@ -455,19 +461,29 @@ class Imaginer:
         z = (action.float() - prediction.float()) / sigma
         return (-0.5 * z.square() - np.log(sigma) - 0.5 * np.log(2 * np.pi)).sum(-1)
 
+    def _words(self, specs: list[EpisodeSpec], histories: list[list[np.ndarray]]) -> list[str]:
+        """The instruction each rollout is prompted with: its own, or under
+        ``decoding.stage_instructions`` its task's current stage in trained words."""
+        if not self.decoding.stage_instructions:
+            return [spec.instruction for spec in specs]
+        return [
+            spec.task.stage_instruction(np.stack(history), spec.instruction)
+            for spec, history in zip(specs, histories)
+        ]
+
     def _prompt(
-        self, specs: list[EpisodeSpec], states: list[np.ndarray], start: int, device: Any
+        self, instructions: list[str], states: list[np.ndarray], start: int, device: Any
     ) -> _Sequences:
-        """Encode the generation prompts of ``specs`` ending in their state at step ``start``.
+        """Encode the generation prompts of ``instructions`` ending in their ``states`` at
+        step ``start``.
 
         Rows with the same prompt (best-of-N candidates of one episode) share one prompt pass:
         it runs once per distinct prompt and its cache is copied to each of their rows (the
         prompt pass dominated the cost of short rollouts).
         """
-        instructions = [spec.instruction for spec in specs]
         if self.guided:  # then the same rollouts told their reference (default: no words)
             reference = self.reference_of or (lambda _: NO_INSTRUCTION)
-            instructions += [reference(spec.instruction) for spec in specs]
+            instructions = [*instructions, *(reference(words) for words in instructions)]
             states = [*states, *states]
         index_of: dict[tuple[str, bytes], int] = {}
         distinct: list[int] = []  # the first row of each distinct prompt
@@ -491,8 +507,9 @@ class Imaginer:
         device = next(self.model.parameters()).device
         window = self.builder.window
         n = len(specs)
-        seq = self._prompt(specs, [s.initial_state for s in specs], start, device)
         states = [[np.asarray(s.initial_state, dtype=np.float32)] for s in specs]
+        prompted = self._words(specs, states)  # each rollout's words in its current prompt
+        seq = self._prompt(prompted, [s.initial_state for s in specs], start, device)
         actions: list[list[np.ndarray]] = [[] for _ in specs]
         success = [False] * n
         diverged = [False] * n
@@ -560,6 +577,12 @@ class Imaginer:
             if len(finished) == len(active) or t == horizon - 1:
                 break
             reprompt = window is not None and (t + 1) % window == 0  # the window is full
+            if self.decoding.stage_instructions:  # a stage reached: its words from now on
+                running = [i for row, i in enumerate(active.tolist()) if row not in finished]
+                words = self._words([specs[i] for i in running], [states[i] for i in running])
+                for index, now in zip(running, words):
+                    reprompt |= now != prompted[index]
+                    prompted[index] = now
             if finished:
                 rows = torch.as_tensor(
                     sorted(set(range(len(active))) - set(finished)), dtype=torch.long
@@ -569,9 +592,9 @@ class Imaginer:
                 if not reprompt:  # a new prompt replaces the cache anyway
                     self._keep(seq, rows.to(device))
             if reprompt:
-                rows_specs = [specs[i] for i in active.tolist()]
+                words = [prompted[i] for i in active.tolist()]
                 last = [states[i][-1] for i in active.tolist()]
-                seq = self._prompt(rows_specs, last, start + t + 1, device)
+                seq = self._prompt(words, last, start + t + 1, device)
                 previous = None
             else:
                 seq.feed(self._paired(self.model.embed_states(next_state)))

@@ -41,6 +41,7 @@ positions that the 91-d state does not hold, so they could not reward imagined r
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,10 +148,17 @@ GOALS: dict[str, Goal] = {
     "soccer": Goal("soccer", "dist", 0.07),
 }
 # Compositions: (stage 1, stage 2, whether stage 1 must still hold at success).
-STAGES: dict[str, tuple[Goal, Goal, bool]] = {
-    "make-coffee": (GOALS["coffee-push"], GOALS["coffee-button"], True),
-    "locked-door-open": (GOALS["door-unlock"], GOALS["door-open"], False),
+STAGE_TASKS: dict[str, tuple[str, str]] = {
+    "make-coffee": ("coffee-push", "coffee-button"),
+    "locked-door-open": ("door-unlock", "door-open"),
 }
+"""Each composition's two stages, as the training tasks they are."""
+
+STAGES: dict[str, tuple[Goal, Goal, bool]] = {
+    name: (GOALS[first], GOALS[second], hold)
+    for (name, (first, second)), hold in zip(STAGE_TASKS.items(), (True, False))
+}
+"""Each composition's stage goals, and whether stage 1 must still hold when stage 2 is done."""
 
 
 def stage2_goal(name: str, states: np.ndarray) -> np.ndarray:
@@ -197,6 +205,16 @@ class MetaWorldTask(Task):
         if self.two_stage and self.stage(s)[-1]:
             last[TARGET] = stage2_goal(self.name, s)
         return last
+
+    def stage_instruction(self, states: np.ndarray, instruction: str) -> str:
+        """A composition's current stage named as its training task, in one of that task's
+        training wordings (picked by a checksum of ``instruction``, so each rollout keeps its
+        own); single-stage tasks keep ``instruction``."""
+        if not self.two_stage:
+            return instruction
+        task = STAGE_TASKS[self.name][int(self.stage(states)[-1])]
+        choices = text.wordings(task, "train")
+        return choices[zlib.crc32(instruction.encode()) % len(choices)]
 
     def success(self, states: np.ndarray) -> np.ndarray:
         s = check_states(states)
