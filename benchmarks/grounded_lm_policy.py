@@ -9,10 +9,13 @@ imagined rollouts can replay to. The simulator only judges here: nothing is writ
 
 Per task: episodes, success, mean steps, and the task's shaped progress (``Task.progress``) at
 the start against the best it reaches, which says whether the actions steer towards the goal
-at all.
+at all; for a composition also how often its stage 1 is reached. ``--stage-instructions``
+prompts a composition's stages as their training tasks (``decoding.stage_instructions``).
 
     python benchmarks/grounded_lm_policy.py --checkpoint C --domain metaworld --level rephrase \
         --episodes 30 --out results.json
+    python benchmarks/grounded_lm_policy.py --checkpoint C --domain metaworld --level hard \
+        --tasks make-coffee locked-door-open --episodes 16 --stage-instructions
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def run(
     seed: int,
     horizon: int | None,
     stage_instructions: bool = False,
+    tasks: list[str] | None = None,
 ) -> dict[str, object]:
     from imaginebench.modules.grounding import GroundingModule
 
@@ -56,7 +60,14 @@ def run(
     module.merge_lora()
     env = make(domain, level).unwrapped
     horizon = horizon or int(env.max_episode_steps)
-    specs = get_domain(domain).make_suite().episodes(level, episodes, seed, split="data")
+    suite = get_domain(domain).make_suite()
+    if tasks:  # the level's episodes of these tasks, in the level's order
+        pool = suite.episodes(level, 20 * episodes, seed, split="data")
+        specs = [s for s in pool if getattr(s.task, "name", None) in tasks][:episodes]
+        if len(specs) < episodes:
+            raise ValueError(f"{level!r} has too few episodes of {sorted(tasks)} in its draw")
+    else:
+        specs = suite.episodes(level, episodes, seed, split="data")
     per_task: dict[str, list[dict[str, float]]] = defaultdict(list)
     started = time.perf_counter()
     for spec in specs:
@@ -77,6 +88,9 @@ def run(
                 "steps": float(len(rollout.actions)),
                 "progress_start": float(progress[0]),
                 "progress_best": float(progress.max()),
+                "stage_1": float(spec.task.stage(rollout.states).max())
+                if getattr(spec.task, "two_stage", False)
+                else float("nan"),
             }
         )
     env.close()
@@ -94,6 +108,7 @@ def run(
         "seed": seed,
         "horizon": horizon,
         "stage_instructions": stage_instructions,
+        "only_tasks": tasks,
         "seconds": round(time.perf_counter() - started, 1),
         "success": float(np.mean([r["success"] for r in every])),
         "tasks": rows,
@@ -113,6 +128,7 @@ def main() -> None:
         action="store_true",
         help="prompt each stage of a composition as its training task (decoding option)",
     )
+    parser.add_argument("--tasks", nargs="+", help="only the level's episodes of these tasks")
     parser.add_argument("--out", default=None, help="also write the results as JSON here")
     args = parser.parse_args()
     result = run(
@@ -123,17 +139,22 @@ def main() -> None:
         args.seed,
         args.horizon,
         args.stage_instructions,
+        args.tasks,
     )
     print(
         f"{args.domain} {args.level}: success {100 * result['success']:.1f} % "
         f"({args.episodes} episodes, {result['seconds']} s)"
     )
-    print("| task | episodes | success | steps | progress at start | best progress |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| task | episodes | stage 1 reached | success | steps | progress at start | "
+        "best progress |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for task, row in result["tasks"].items():
+        stage = "" if np.isnan(row["stage_1"]) else f"{100 * row['stage_1']:.0f} %"
         print(
-            f"| {task} | {row['episodes']} | {100 * row['success']:.0f} % | {row['steps']:.1f} | "
-            f"{row['progress_start']:.3f} | {row['progress_best']:.3f} |"
+            f"| {task} | {row['episodes']} | {stage} | {100 * row['success']:.0f} % | "
+            f"{row['steps']:.1f} | {row['progress_start']:.3f} | {row['progress_best']:.3f} |"
         )
     if args.out:
         with open(args.out, "w") as f:
