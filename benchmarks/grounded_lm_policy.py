@@ -9,13 +9,13 @@ imagined rollouts can replay to. The simulator only judges here: nothing is writ
 
 Per task: episodes, success, mean steps, and the task's shaped progress (``Task.progress``) at
 the start against the best it reaches, which says whether the actions steer towards the goal
-at all; for a composition also how often its stage 1 is reached. ``--stage-instructions``
-prompts a composition's stages as their training tasks (``decoding.stage_instructions``).
+at all; for a composition also how often its stage 1 is reached. ``--stage-tasks``
+prompts each stage of a composition as its training task (``decoding.stage_tasks``).
 
     python benchmarks/grounded_lm_policy.py --checkpoint C --domain metaworld --level rephrase \
         --episodes 30 --out results.json
     python benchmarks/grounded_lm_policy.py --checkpoint C --domain metaworld --level hard \
-        --tasks make-coffee locked-door-open --episodes 16 --stage-instructions
+        --tasks make-coffee locked-door-open --episodes 16 --stage-tasks
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def run(
     episodes: int,
     seed: int,
     horizon: int | None,
-    stage_instructions: bool = False,
+    stage_tasks: bool = False,
     tasks: list[str] | None = None,
 ) -> dict[str, object]:
     from imaginebench.modules.grounding import GroundingModule
@@ -77,7 +77,7 @@ def run(
         decoding = {
             "strategy": "greedy",
             "batch_size": 1,
-            "stage_instructions": stage_instructions,
+            "stage_tasks": stage_tasks,
         }
         imaginer = Imaginer(module, decoding, seed, dynamics=simulator_step(env))
         (rollout,) = imaginer.imagine([spec], horizon)
@@ -107,7 +107,7 @@ def run(
         "episodes": episodes,
         "seed": seed,
         "horizon": horizon,
-        "stage_instructions": stage_instructions,
+        "stage_tasks": stage_tasks,
         "only_tasks": tasks,
         "seconds": round(time.perf_counter() - started, 1),
         "success": float(np.mean([r["success"] for r in every])),
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--horizon", type=int, default=None)
     parser.add_argument(
-        "--stage-instructions",
+        "--stage-tasks",
         action="store_true",
         help="prompt each stage of a composition as its training task (decoding option)",
     )
@@ -138,7 +138,7 @@ def main() -> None:
         args.episodes,
         args.seed,
         args.horizon,
-        args.stage_instructions,
+        args.stage_tasks,
         args.tasks,
     )
     print(

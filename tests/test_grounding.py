@@ -797,10 +797,11 @@ def test_imagined_compositions_show_stage_2_goal_as_the_env_would(tmp_path):
 
 
 @pytest.mark.parametrize("staged", [False, True])
-def test_stage_instructions_prompt_each_stage_as_its_trained_task(tmp_path, staged):
-    """``decoding.stage_instructions``: a composition is prompted with stage 1's trained
-    words, and re-prompted with stage 2's on the step its imagined states reach stage 1;
-    without it, the rollout's own words throughout. The rollout keeps its instruction."""
+def test_stage_tasks_prompt_each_stage_as_its_trained_task(tmp_path, staged):
+    """``decoding.stage_tasks``: a composition is prompted as stage 1's training task (its
+    words; the handle, stage 2's entity, out of view) and re-prompted as stage 2's on the step
+    its imagined states reach stage 1 (the lock out of view); without it, the rollout's own
+    words and whole states throughout. The rollouts keep their instruction and whole states."""
     pytest.importorskip("metaworld")
     from imaginebench.envs.metaworld import instructions as text
     from imaginebench.envs.metaworld.layout import entity_slice
@@ -809,31 +810,51 @@ def test_stage_instructions_prompt_each_stage_as_its_trained_task(tmp_path, stag
     module = _tiny(dm, window=10)
     specs = get_domain("metaworld").make_suite().episodes("hard", 40, seed=0, split="data")
     specs = [s for s in specs if s.task.name == "locked-door-open"][:2]
-    lock_x = entity_slice("lock").start
+    lock, handle = entity_slice("lock"), entity_slice("handle")
 
     def unlocking(states: np.ndarray, actions: np.ndarray) -> np.ndarray:
         out = states.copy()  # the lock reaches its goal after two steps
-        out[:, lock_x] += 0.05
+        out[:, lock.start] += 0.05
         return out
 
-    prompts: list[tuple[str, int]] = []
-    build = module.builder.rollout_prompt
+    prompts: list[tuple[str, np.ndarray, int]] = []
+    fed: list[np.ndarray] = []
+    build, embed = module.builder.rollout_prompt, module.model.embed_states
 
-    def recorded(instruction: str, state: np.ndarray, start: int = 0):
-        prompts.append((instruction, start))
+    def recorded_prompt(instruction: str, state: np.ndarray, start: int = 0):
+        prompts.append((instruction, np.asarray(state), start))
         return build(instruction, state, start)
 
-    module.builder.rollout_prompt = recorded
-    decoding = DecodingConfig(batch_size=2, stage_instructions=staged)
+    def recorded_embed(states):
+        fed.append(states.detach().cpu().numpy())
+        return embed(states)
+
+    module.builder.rollout_prompt = recorded_prompt
+    module.model.embed_states = recorded_embed
+    decoding = DecodingConfig(batch_size=2, stage_tasks=staged)
     rollouts = Imaginer(module, decoding, dynamics=unlocking).imagine(specs, horizon=4)
     assert [r.spec.instruction for r in rollouts] == [s.instruction for s in specs]
+    for r in rollouts:  # stored whole: both entities present at every step
+        assert (np.abs(r.states[:, lock]).sum(-1) > 0).all()
+        assert (np.abs(r.states[:, handle]).sum(-1) > 0).all()
     if not staged:
-        assert prompts == [(s.instruction, 0) for s in specs]
+        assert [(words, start) for words, _, start in prompts] == [
+            (s.instruction, 0) for s in specs
+        ]
+        assert all(np.abs(f[..., handle]).sum() > 0 for f in fed)
         return
     unlock, open_door = text.wordings("door-unlock"), text.wordings("door-open")
-    assert [start for _, start in prompts] == [0, 0, 2, 2]
-    assert all(words in unlock for words, _ in prompts[:2])
-    assert all(words in open_door for words, _ in prompts[2:])
+    assert [start for *_, start in prompts] == [0, 0, 2, 2]
+    for words, state, _ in prompts[:2]:  # stage 1: the door-unlock task's words and scene
+        assert words in unlock
+        assert not state[handle].any() and state[lock].any()
+    for words, state, _ in prompts[2:]:  # stage 2: door-open's
+        assert words in open_door
+        assert not state[lock].any() and state[handle].any()
+    steps = [f for f in fed if f.ndim == 2]  # fed step by step, not in a prompt
+    assert len(steps) == 2  # steps 1 (stage 1) and 3 (stage 2); step 2 opened a new prompt
+    assert not steps[0][:, handle].any() and steps[0][:, lock].any()
+    assert not steps[1][:, lock].any() and steps[1][:, handle].any()
 
 
 def test_decoding_stops_at_success(real_path):

@@ -216,24 +216,34 @@ def test_a_composition_shows_stage_2_goal_once_stage_1_is_reached():
     np.testing.assert_array_equal(MetaWorldTask("push").observed(push), push[-1])
 
 
-def test_a_composition_names_its_current_stage_in_trained_words():
-    """``stage_instruction``: before stage 1 is reached, a training wording of stage 1's task,
-    from then on one of stage 2's, the same one for the same instruction; single-stage tasks
-    keep their own words."""
+def test_a_composition_shows_its_current_stage_as_that_training_task():
+    """``as_stage_task``: before stage 1 is reached, a training wording of stage 1's task and
+    the state with stage 2's entity slots empty; from then on stage 2's task's wording and the
+    state without stage 1's entities; the same wording for the same instruction. Single-stage
+    tasks keep their words and state."""
     task = MetaWorldTask("locked-door-open")
     s = locked_door_states((False, False, False), (True, False, False), (False, False, False))
     words = task.instructions()[3]
-    named = [task.stage_instruction(s[: t + 1], words) for t in range(len(s))]
-    assert named[0] == named[1] and named[0] in text.wordings("door-unlock", "train")
-    assert named[2] == named[3] and named[2] in text.wordings("door-open", "train")
-    others = {task.stage_instruction(s, w) for w in task.instructions()}
+    shown = [task.as_stage_task(s[: t + 1], words) for t in range(len(s))]
+    lock, handle = entity_slice("lock"), entity_slice("handle")
+    assert shown[0][0] == shown[1][0] and shown[0][0] in text.wordings("door-unlock", "train")
+    assert shown[2][0] == shown[3][0] and shown[2][0] in text.wordings("door-open", "train")
+    for t, (_, state) in enumerate(shown):
+        hidden, kept = (handle, lock) if t < 2 else (lock, handle)
+        assert not state[hidden].any()
+        np.testing.assert_array_equal(state[kept], s[t][kept])
+        np.testing.assert_array_equal(state[: lock.start], s[t][: lock.start])
+    assert s[:, handle].any() and s[:, lock].any()  # the history itself is untouched
+    others = {task.as_stage_task(s, w)[0] for w in task.instructions()}
     assert len(others) > 1  # the wording varies with the rollout's own instruction
     coffee = make_coffee_states((False, False), (True, False))
-    assert MetaWorldTask("make-coffee").stage_instruction(coffee[:1], words) in text.wordings(
-        "coffee-push", "train"
-    )
+    first_words, first = MetaWorldTask("make-coffee").as_stage_task(coffee[:1], words)
+    assert first_words in text.wordings("coffee-push", "train")
+    assert not first[entity_slice("coffee_button")].any() and first[entity_slice("coffee")].any()
     push = history("push", {"target_object": GOAL}, {"target_object": GOAL})
-    assert MetaWorldTask("push").stage_instruction(push, "Push it.") == "Push it."
+    same_words, same = MetaWorldTask("push").as_stage_task(push, "Push it.")
+    assert same_words == "Push it."
+    np.testing.assert_array_equal(same, push[-1])
 
 
 def test_two_stage_targets_come_from_the_initial_state():

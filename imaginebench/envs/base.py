@@ -108,13 +108,15 @@ class Task(ABC):
         second goal once the first is reached). By default the last state unchanged."""
         return np.asarray(states)[-1]
 
-    def stage_instruction(self, states: np.ndarray, instruction: str) -> str:
-        """The words for the stage of the task that the ``(T, state_dim)`` history is in.
+    def as_stage_task(self, states: np.ndarray, instruction: str) -> tuple[str, np.ndarray]:
+        """The words and the last state of a ``(T, state_dim)`` history as the task of its
+        current stage would show them.
 
-        A composition of tasks the real data hold can name the current stage's task in words
-        the grounding was trained on, so that imagination (``decoding.stage_instructions``)
-        prompts each stage as the task it was taught. By default ``instruction`` unchanged."""
-        return instruction
+        A composition of tasks the real data hold can present each stage as the training task
+        it is (that task's words; the other stages' entities out of view), so that imagination
+        (``decoding.stage_tasks``) prompts the grounding with what it was taught. By default
+        ``instruction`` and the last state, unchanged."""
+        return instruction, np.asarray(states)[-1]
 
     @abstractmethod
     def instructions(self, wording: Wording = "train") -> list[str]:

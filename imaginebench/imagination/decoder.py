@@ -82,11 +82,12 @@ class DecodingConfig:
             "run forward faster"; needs no ``instruction_dropout``). ``imaginebench imagine``
             finds that instruction with the sentence encoder
             (:class:`~imaginebench.imagination.references.NearestSeenInstruction`).
-        stage_instructions: prompt a composition of trained tasks with the words of its
-            current stage (:meth:`~imaginebench.envs.base.Task.stage_instruction`, judged on
-            the imagined states), re-prompting when a stage is reached; the rollout keeps its
-            own instruction. A hand-given decomposition: the module is never asked to split
-            the instruction itself.
+        stage_tasks: prompt a composition of trained tasks as the task of its current stage
+            (:meth:`~imaginebench.envs.base.Task.as_stage_task`, judged on the imagined
+            states: that task's trained words, the other stages' entities out of the LM's
+            view), re-prompting when a stage is reached. The state model and the stored
+            rollout keep the whole state and the rollout's own instruction. A hand-given
+            decomposition: the module is never asked to split the instruction itself.
     """
 
     strategy: Strategy = "greedy"
@@ -97,7 +98,7 @@ class DecodingConfig:
     max_abs_state: float = 100.0
     guidance: float = 1.0
     guidance_reference: GuidanceReference = "empty"
-    stage_instructions: bool = False
+    stage_tasks: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy not in ("greedy", "sample"):
@@ -415,13 +416,16 @@ class Imaginer:
         kept: list[Tensor] | None = None,
         context_of: Callable[[np.ndarray], np.ndarray] | None = None,
         refine: Callable[[np.ndarray], np.ndarray] | None = None,
+        shown: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, list[Tensor], np.ndarray | None]:
         """One imagined transition of every row: action, hidden state after it, next state,
         the action's log-likelihood, the next state's (zeros for a regression head), the
         action's word choices (see :meth:`_act`) and the step's dynamics context
-        (``context_of(actions)``; ``None`` without one). ``refine``: see :meth:`_act`."""
+        (``context_of(actions)``; ``None`` without one). ``refine``: see :meth:`_act`.
+        ``shown``: the current state as the LM sees it (``decoding.stage_tasks``), if not
+        ``current``."""
         action, hidden, log_likelihood, choices = self._act(
-            seq, current, previous, redo, kept, refine
+            seq, current if shown is None else shown, previous, redo, kept, refine
         )
         shown = None if self.model.hidden_action is not None else action
         heads = self.model.with_context(self._instructed(hidden), current, shown)
@@ -461,15 +465,18 @@ class Imaginer:
         z = (action.float() - prediction.float()) / sigma
         return (-0.5 * z.square() - np.log(sigma) - 0.5 * np.log(2 * np.pi)).sum(-1)
 
-    def _words(self, specs: list[EpisodeSpec], histories: list[list[np.ndarray]]) -> list[str]:
-        """The instruction each rollout is prompted with: its own, or under
-        ``decoding.stage_instructions`` its task's current stage in trained words."""
-        if not self.decoding.stage_instructions:
-            return [spec.instruction for spec in specs]
-        return [
-            spec.task.stage_instruction(np.stack(history), spec.instruction)
+    def _as_stage_tasks(
+        self, specs: list[EpisodeSpec], histories: list[list[np.ndarray]]
+    ) -> tuple[list[str], np.ndarray]:
+        """What the LM is shown of each rollout: its words and its last state, under
+        ``decoding.stage_tasks`` as its task's current stage (:meth:`Task.as_stage_task`)."""
+        if not self.decoding.stage_tasks:
+            return [spec.instruction for spec in specs], np.stack([h[-1] for h in histories])
+        shown = [
+            spec.task.as_stage_task(np.stack(history), spec.instruction)
             for spec, history in zip(specs, histories)
         ]
+        return [words for words, _ in shown], np.stack([state for _, state in shown])
 
     def _prompt(
         self, instructions: list[str], states: list[np.ndarray], start: int, device: Any
@@ -508,8 +515,8 @@ class Imaginer:
         window = self.builder.window
         n = len(specs)
         states = [[np.asarray(s.initial_state, dtype=np.float32)] for s in specs]
-        prompted = self._words(specs, states)  # each rollout's words in its current prompt
-        seq = self._prompt(prompted, [s.initial_state for s in specs], start, device)
+        prompted, view = self._as_stage_tasks(specs, states)  # the words and state the LM sees
+        seq = self._prompt(prompted, list(view), start, device)
         actions: list[list[np.ndarray]] = [[] for _ in specs]
         success = [False] * n
         diverged = [False] * n
@@ -520,6 +527,7 @@ class Imaginer:
         redrawn = np.zeros(n, dtype=np.int64)
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
+        lm_current = torch.as_tensor(view, device=device)  # the LM's view of it
         previous: Tensor | None = None  # the last action in the current prompt
         observation_rules = self._observation_rules(specs)
         if self.lookahead is not None:
@@ -533,7 +541,7 @@ class Imaginer:
             if self.lookahead is not None:
                 refine = self._refine_of(specs, states, actions, active.tolist())
             action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
-                seq, current, previous, context_of=context_of, refine=refine
+                seq, current, previous, context_of=context_of, refine=refine, shown=lm_current
             )
             values = next_state.cpu().numpy()
             legal, trusted = self._acceptable(current, action, values, context)
@@ -545,7 +553,7 @@ class Imaginer:
                     redrawn[int(active[row])] += 1
                 seq.rewind(before)
                 action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
-                    seq, current, previous, redo, choices, context_of
+                    seq, current, previous, redo, choices, context_of, shown=lm_current
                 )
                 values = next_state.cpu().numpy()
                 legal, trusted = self._acceptable(current, action, values, context)
@@ -577,29 +585,34 @@ class Imaginer:
             if len(finished) == len(active) or t == horizon - 1:
                 break
             reprompt = window is not None and (t + 1) % window == 0  # the window is full
-            if self.decoding.stage_instructions:  # a stage reached: its words from now on
+            shown = next_state  # what the LM reads of the next state
+            if self.decoding.stage_tasks:  # a stage reached: its task from now on
                 running = [i for row, i in enumerate(active.tolist()) if row not in finished]
-                words = self._words([specs[i] for i in running], [states[i] for i in running])
+                words, view = self._as_stage_tasks(
+                    [specs[i] for i in running], [states[i] for i in running]
+                )
                 for index, now in zip(running, words):
                     reprompt |= now != prompted[index]
                     prompted[index] = now
+                shown = torch.as_tensor(view, dtype=next_state.dtype, device=device)
             if finished:
                 rows = torch.as_tensor(
                     sorted(set(range(len(active))) - set(finished)), dtype=torch.long
                 )
                 active, next_state = active[rows], next_state[rows]
                 action = action[rows.to(action.device)]
+                if not self.decoding.stage_tasks:  # (staged: only the running rows)
+                    shown = shown[rows.to(shown.device)]
                 if not reprompt:  # a new prompt replaces the cache anyway
                     self._keep(seq, rows.to(device))
             if reprompt:
                 words = [prompted[i] for i in active.tolist()]
-                last = [states[i][-1] for i in active.tolist()]
-                seq = self._prompt(words, last, start + t + 1, device)
+                seq = self._prompt(words, list(shown.cpu().numpy()), start + t + 1, device)
                 previous = None
             else:
-                seq.feed(self._paired(self.model.embed_states(next_state)))
+                seq.feed(self._paired(self.model.embed_states(shown)))
                 previous = action
-            current = next_state
+            current, lm_current = next_state, shown
         return [
             ImaginedRollout(
                 spec,

@@ -339,7 +339,7 @@ def imagine_level(
             "kv_cache": decoding.use_cache,
             "guidance": decoding.guidance,
             "guidance_reference": decoding.guidance_reference,
-            "stage_instructions": decoding.stage_instructions,
+            "stage_tasks": decoding.stage_tasks,
         },
         "state_model": _state_model_provenance(state_model, how, slot_config),
         "lookahead": asdict(lookahead) if lookahead.enabled else None,

@@ -51,10 +51,12 @@ from imaginebench.envs.base import Task, Wording
 from imaginebench.envs.metaworld import instructions as text
 from imaginebench.envs.metaworld.layout import (
     TARGET,
+    TASK_ENTITIES,
     TASK_NAMES,
     check_states,
     check_task_name,
     entity_pos,
+    entity_slice,
     tcp,
 )
 
@@ -206,15 +208,20 @@ class MetaWorldTask(Task):
             last[TARGET] = stage2_goal(self.name, s)
         return last
 
-    def stage_instruction(self, states: np.ndarray, instruction: str) -> str:
-        """A composition's current stage named as its training task, in one of that task's
-        training wordings (picked by a checksum of ``instruction``, so each rollout keeps its
-        own); single-stage tasks keep ``instruction``."""
+    def as_stage_task(self, states: np.ndarray, instruction: str) -> tuple[str, np.ndarray]:
+        """A composition's current stage as its training task: one of that task's training
+        wordings (picked by a checksum of ``instruction``, so each rollout keeps its own) and
+        the last state with the other stage's entity slots empty, as that task's scenes have
+        them. Single-stage tasks: ``instruction`` and the last state."""
+        s = check_states(states)
+        last = np.array(s[-1], dtype=np.asarray(states).dtype)
         if not self.two_stage:
-            return instruction
-        task = STAGE_TASKS[self.name][int(self.stage(states)[-1])]
+            return instruction, last
+        task = STAGE_TASKS[self.name][int(self.stage(s)[-1])]
+        for entity in set(TASK_ENTITIES[self.name]) - set(TASK_ENTITIES[task]):
+            last[entity_slice(entity)] = 0.0
         choices = text.wordings(task, "train")
-        return choices[zlib.crc32(instruction.encode()) % len(choices)]
+        return choices[zlib.crc32(instruction.encode()) % len(choices)], last
 
     def success(self, states: np.ndarray) -> np.ndarray:
         s = check_states(states)
