@@ -109,14 +109,14 @@ class Task(ABC):
         return np.asarray(states)[-1]
 
     def as_stage_task(self, states: np.ndarray, instruction: str) -> tuple[str, np.ndarray]:
-        """The words and the last state of a ``(T, state_dim)`` history as the task of its
-        current stage would show them.
+        """The words and the ``(state_dim,)`` bool entries in view of the task of the current
+        stage of a ``(T, state_dim)`` history.
 
         A composition of tasks the real data hold can present each stage as the training task
         it is (that task's words; the other stages' entities out of view), so that imagination
-        (``decoding.stage_tasks``) prompts the grounding with what it was taught. By default
-        ``instruction`` and the last state, unchanged."""
-        return instruction, np.asarray(states)[-1]
+        (``decoding.stage_tasks``) shows the grounding and the state model what they were
+        taught. By default ``instruction`` and every entry."""
+        return instruction, np.ones(np.shape(states)[-1], dtype=bool)
 
     @abstractmethod
     def instructions(self, wording: Wording = "train") -> list[str]:

@@ -82,11 +82,12 @@ class DecodingConfig:
             "run forward faster"; needs no ``instruction_dropout``). ``imaginebench imagine``
             finds that instruction with the sentence encoder
             (:class:`~imaginebench.imagination.references.NearestSeenInstruction`).
-        stage_tasks: prompt a composition of trained tasks as the task of its current stage
-            (:meth:`~imaginebench.envs.base.Task.as_stage_task`, judged on the imagined
-            states: that task's trained words, the other stages' entities out of the LM's
-            view), re-prompting when a stage is reached. The state model and the stored
-            rollout keep the whole state and the rollout's own instruction. A hand-given
+        stage_tasks: imagine a composition of trained tasks one stage at a time, each as its
+            training task (:meth:`~imaginebench.envs.base.Task.as_stage_task`, judged on the
+            imagined states): the LM is prompted with that task's trained words and sees, as
+            the state model does, only that task's entities; the other stages' entities are
+            held where they are. A new prompt opens when a stage is reached. The stored
+            rollout keeps the whole state and its own instruction. A hand-given
             decomposition: the module is never asked to split the instruction itself.
     """
 
@@ -416,31 +417,35 @@ class Imaginer:
         kept: list[Tensor] | None = None,
         context_of: Callable[[np.ndarray], np.ndarray] | None = None,
         refine: Callable[[np.ndarray], np.ndarray] | None = None,
-        shown: Tensor | None = None,
+        in_view: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, list[Tensor], np.ndarray | None]:
         """One imagined transition of every row: action, hidden state after it, next state,
         the action's log-likelihood, the next state's (zeros for a regression head), the
         action's word choices (see :meth:`_act`) and the step's dynamics context
         (``context_of(actions)``; ``None`` without one). ``refine``: see :meth:`_act`.
-        ``shown``: the current state as the LM sees it (``decoding.stage_tasks``), if not
-        ``current``."""
+        ``in_view`` (``(B, D)`` bool, ``decoding.stage_tasks``): the entries the LM and the
+        state model see; the others are zero to them and held in the next state."""
+        seen = current if in_view is None else current * in_view
         action, hidden, log_likelihood, choices = self._act(
-            seq, current if shown is None else shown, previous, redo, kept, refine
+            seq, seen, previous, redo, kept, refine
         )
         shown = None if self.model.hidden_action is not None else action
-        heads = self.model.with_context(self._instructed(hidden), current, shown)
+        heads = self.model.with_context(self._instructed(hidden), seen, shown)
         context = context_of(action.cpu().numpy()) if context_of is not None else None
         if self.dynamics is None:
-            next_state = self.model.next_state(heads, current)
+            next_state = self.model.next_state(heads, seen)
         else:
-            inputs = (current.float().cpu().numpy(), action.cpu().numpy())
+            inputs = (seen.float().cpu().numpy(), action.cpu().numpy())
             predicted = (
                 self.dynamics(*inputs) if context is None else self.dynamics(*inputs, context)
             )
             next_state = torch.as_tensor(predicted, dtype=current.dtype, device=current.device)
+        if in_view is not None:
+            next_state = torch.where(in_view, next_state, current)
         if self.integer_states:
             next_state = next_state.round()
         state_log_likelihood = self.model.state_log_likelihood(heads, next_state, current)
+        # (under stage views a model of the whole state would be judged on entries it never saw)
         return action, hidden, next_state, log_likelihood, state_log_likelihood, choices, context
 
     def _choose(self, prediction: Tensor) -> Tensor:
@@ -467,16 +472,16 @@ class Imaginer:
 
     def _as_stage_tasks(
         self, specs: list[EpisodeSpec], histories: list[list[np.ndarray]]
-    ) -> tuple[list[str], np.ndarray]:
-        """What the LM is shown of each rollout: its words and its last state, under
-        ``decoding.stage_tasks`` as its task's current stage (:meth:`Task.as_stage_task`)."""
+    ) -> tuple[list[str], np.ndarray | None]:
+        """Each rollout's words, and under ``decoding.stage_tasks`` the ``(B, D)`` entries in
+        view (:meth:`Task.as_stage_task`, ``None`` without it: everything)."""
         if not self.decoding.stage_tasks:
-            return [spec.instruction for spec in specs], np.stack([h[-1] for h in histories])
-        shown = [
+            return [spec.instruction for spec in specs], None
+        staged = [
             spec.task.as_stage_task(np.stack(history), spec.instruction)
             for spec, history in zip(specs, histories)
         ]
-        return [words for words, _ in shown], np.stack([state for _, state in shown])
+        return [words for words, _ in staged], np.stack([view for _, view in staged])
 
     def _prompt(
         self, instructions: list[str], states: list[np.ndarray], start: int, device: Any
@@ -515,8 +520,10 @@ class Imaginer:
         window = self.builder.window
         n = len(specs)
         states = [[np.asarray(s.initial_state, dtype=np.float32)] for s in specs]
-        prompted, view = self._as_stage_tasks(specs, states)  # the words and state the LM sees
-        seq = self._prompt(prompted, list(view), start, device)
+        prompted, view = self._as_stage_tasks(specs, states)  # the words, the entries in view
+        in_view = None if view is None else torch.as_tensor(view, device=device)
+        first = np.stack([s[0] for s in states]) * (1 if view is None else view)
+        seq = self._prompt(prompted, list(first), start, device)
         actions: list[list[np.ndarray]] = [[] for _ in specs]
         success = [False] * n
         diverged = [False] * n
@@ -527,7 +534,6 @@ class Imaginer:
         redrawn = np.zeros(n, dtype=np.int64)
         active = torch.arange(n)  # original indices of the rows still in the batch
         current = torch.as_tensor(np.stack([s[0] for s in states]), device=device)
-        lm_current = torch.as_tensor(view, device=device)  # the LM's view of it
         previous: Tensor | None = None  # the last action in the current prompt
         observation_rules = self._observation_rules(specs)
         if self.lookahead is not None:
@@ -541,10 +547,10 @@ class Imaginer:
             if self.lookahead is not None:
                 refine = self._refine_of(specs, states, actions, active.tolist())
             action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
-                seq, current, previous, context_of=context_of, refine=refine, shown=lm_current
+                seq, current, previous, context_of=context_of, refine=refine, in_view=in_view
             )
             values = next_state.cpu().numpy()
-            legal, trusted = self._acceptable(current, action, values, context)
+            legal, trusted = self._acceptable(current, action, values, context, in_view)
             for _ in range(self.illegal_retries):
                 if (legal & trusted).all():
                     break
@@ -553,10 +559,10 @@ class Imaginer:
                     redrawn[int(active[row])] += 1
                 seq.rewind(before)
                 action, hidden, next_state, action_ll, state_ll, choices, context = self._step(
-                    seq, current, previous, redo, choices, context_of, shown=lm_current
+                    seq, current, previous, redo, choices, context_of, in_view=in_view
                 )
                 values = next_state.cpu().numpy()
-                legal, trusted = self._acceptable(current, action, values, context)
+                legal, trusted = self._acceptable(current, action, values, context, in_view)
             if observation_rules:
                 values = self._observed(specs, states, active.tolist(), values)
                 next_state = torch.as_tensor(values, dtype=next_state.dtype, device=device)
@@ -585,8 +591,7 @@ class Imaginer:
             if len(finished) == len(active) or t == horizon - 1:
                 break
             reprompt = window is not None and (t + 1) % window == 0  # the window is full
-            shown = next_state  # what the LM reads of the next state
-            if self.decoding.stage_tasks:  # a stage reached: its task from now on
+            if in_view is not None:  # a stage reached: its task from now on
                 running = [i for row, i in enumerate(active.tolist()) if row not in finished]
                 words, view = self._as_stage_tasks(
                     [specs[i] for i in running], [states[i] for i in running]
@@ -594,17 +599,16 @@ class Imaginer:
                 for index, now in zip(running, words):
                     reprompt |= now != prompted[index]
                     prompted[index] = now
-                shown = torch.as_tensor(view, dtype=next_state.dtype, device=device)
+                in_view = torch.as_tensor(view, device=device)  # (the running rows')
             if finished:
                 rows = torch.as_tensor(
                     sorted(set(range(len(active))) - set(finished)), dtype=torch.long
                 )
                 active, next_state = active[rows], next_state[rows]
                 action = action[rows.to(action.device)]
-                if not self.decoding.stage_tasks:  # (staged: only the running rows)
-                    shown = shown[rows.to(shown.device)]
                 if not reprompt:  # a new prompt replaces the cache anyway
                     self._keep(seq, rows.to(device))
+            shown = next_state if in_view is None else next_state * in_view  # the LM's view
             if reprompt:
                 words = [prompted[i] for i in active.tolist()]
                 seq = self._prompt(words, list(shown.cpu().numpy()), start + t + 1, device)
@@ -612,7 +616,7 @@ class Imaginer:
             else:
                 seq.feed(self._paired(self.model.embed_states(shown)))
                 previous = action
-            current, lm_current = next_state, shown
+            current = next_state
         return [
             ImaginedRollout(
                 spec,
@@ -650,15 +654,25 @@ class Imaginer:
         return shown
 
     def _acceptable(
-        self, current: Tensor, action: Tensor, next_states: np.ndarray, context: Any = None
+        self,
+        current: Tensor,
+        action: Tensor,
+        next_states: np.ndarray,
+        context: Any = None,
+        in_view: Tensor | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(B,)`` bool twice: which imagined next states are legal, and which transitions the
-        confidence rule trusts (all, without the rule)."""
+        confidence rule trusts (all, without the rule), judged on the entries ``in_view`` as
+        the state model saw them."""
         everyone = np.ones(len(next_states), dtype=bool)
         legal = self.legal(next_states) if self.legal is not None else everyone
         if self.confidence is None:
             return legal, everyone
-        inputs = (current.float().cpu().numpy(), action.cpu().numpy(), next_states)
+        before = current.float().cpu().numpy()
+        if in_view is not None:
+            view = in_view.cpu().numpy()
+            before, next_states = before * view, next_states * view
+        inputs = (before, action.cpu().numpy(), next_states)
         trust = self.confidence(*inputs) if context is None else self.confidence(*inputs, context)
         return legal, np.asarray(trust) >= self.min_confidence
 

@@ -211,17 +211,17 @@ class MetaWorldTask(Task):
     def as_stage_task(self, states: np.ndarray, instruction: str) -> tuple[str, np.ndarray]:
         """A composition's current stage as its training task: one of that task's training
         wordings (picked by a checksum of ``instruction``, so each rollout keeps its own) and
-        the last state with the other stage's entity slots empty, as that task's scenes have
-        them. Single-stage tasks: ``instruction`` and the last state."""
+        every entry in view but the other stage's entity slots, which that task's scenes leave
+        empty. Single-stage tasks: ``instruction`` and every entry."""
         s = check_states(states)
-        last = np.array(s[-1], dtype=np.asarray(states).dtype)
+        in_view = np.ones(s.shape[-1], dtype=bool)
         if not self.two_stage:
-            return instruction, last
+            return instruction, in_view
         task = STAGE_TASKS[self.name][int(self.stage(s)[-1])]
         for entity in set(TASK_ENTITIES[self.name]) - set(TASK_ENTITIES[task]):
-            last[entity_slice(entity)] = 0.0
+            in_view[entity_slice(entity)] = False
         choices = text.wordings(task, "train")
-        return choices[zlib.crc32(instruction.encode()) % len(choices)], last
+        return choices[zlib.crc32(instruction.encode()) % len(choices)], in_view
 
     def success(self, states: np.ndarray) -> np.ndarray:
         s = check_states(states)
