@@ -426,9 +426,7 @@ class Imaginer:
         ``in_view`` (``(B, D)`` bool, ``decoding.stage_tasks``): the entries the LM and the
         state model see; the others are zero to them and held in the next state."""
         seen = current if in_view is None else current * in_view
-        action, hidden, log_likelihood, choices = self._act(
-            seq, seen, previous, redo, kept, refine
-        )
+        action, hidden, log_likelihood, choices = self._act(seq, seen, previous, redo, kept, refine)
         shown = None if self.model.hidden_action is not None else action
         heads = self.model.with_context(self._instructed(hidden), seen, shown)
         context = context_of(action.cpu().numpy()) if context_of is not None else None
