@@ -10,7 +10,12 @@ import torch
 
 from imaginebench.data.collect import collect
 from imaginebench.data.dataset import Episode, RolloutDataset
-from imaginebench.imagination.confidence import EnsembleConfig, TransitionEnsemble, auroc
+from imaginebench.imagination.confidence import (
+    SPREAD_FLOOR,
+    EnsembleConfig,
+    TransitionEnsemble,
+    auroc,
+)
 from imaginebench.modules.dynamics import gaussian_nll
 
 SMALL = EnsembleConfig(members=4, hidden=(64, 64), max_steps=400, eval_every=50)
@@ -217,6 +222,40 @@ def test_entries_the_real_data_never_varies_or_barely_changes_are_held_in_predic
     wrong = held[1:].copy()
     wrong[0, 0] += 0.3
     assert scorer.transition_confidence(states[1:], actions[1:], wrong)[0] < 0.5 * confidence[1]
+
+
+def test_an_entity_few_episodes_have_is_judged_still_on_those_episodes_alone():
+    """Entry 1 is an unused slot (zero) in 9 of 10 episodes and, where the entity is in use,
+    moves 2 mm a step on half of its steps (Meta-World's lock: 7 % of the real transitions,
+    turned on some of door-unlock's steps). Over every transition its change has a spread
+    below the floor, and the rule before 2026-12-06 (``still_measured_on: all``) held it, so
+    the state model never turned the lock; measured on the transitions in use it moves, and
+    the predicted state moves it."""
+
+    def rollout(i, actions, rng):
+        used = i % 10 == 0
+        pushes = used * 0.004 * (actions[:, 0] > 0)
+        return np.array([rng.uniform(-1, 1), 0.5 * used]), np.c_[0.1 * actions[:, 0], pushes]
+
+    rng = np.random.default_rng(0)
+    episodes = []
+    for i in range(40):
+        actions = rng.uniform(-1, 1, (10, 1))
+        start, steps = rollout(i, actions, rng)
+        episodes.append(_episode(np.cumsum(np.r_[start[None], steps], 0), actions))
+    spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
+    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
+    change = np.concatenate([np.diff(e.states, axis=0) for e in episodes])
+    assert change[:, 1].std() < SPREAD_FLOOR  # still, over every transition
+    settings = dict(members=2, hidden=(16,), max_steps=300, eval_every=100)
+    in_use = TransitionEnsemble.fit(real, EnsembleConfig(**settings))
+    every = TransitionEnsemble.fit(real, EnsembleConfig(**settings, still_measured_on="all"))
+    assert not in_use.barely_changes[1] and every.barely_changes[1]
+    state, push = np.array([[0.0, 0.5]], np.float32), np.array([[1.0]], np.float32)
+    assert every.next_states(state, push)[0, 1] == 0.5  # held
+    assert in_use.next_states(state, push)[0, 1] > 0.5 + 0.001  # pushed, as the data show
+    with pytest.raises(ValueError, match="still_measured_on"):
+        EnsembleConfig(still_measured_on="some")
 
 
 def test_a_stored_ensemble_is_read_back_instead_of_fitted_again(tmp_path, monkeypatch, caplog):

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -138,6 +138,12 @@ class EnsembleConfig:
             as with MSE, which discrete jumps such as a BabyAI pickup need; see
             :func:`~imaginebench.modules.dynamics.fit_ensemble`).
         seed: seed of the members' initialisation, the hold-out split and the mini-batches.
+        still_measured_on: which transitions tell the entries that barely change (held in
+            predicted states): ``in_use`` (default), for each entry the transitions in which it
+            is non-zero, so that an entity slot is judged on the tasks that have the entity;
+            ``all`` (the rule before 2026-12-06), every transition, which held the entities
+            that few training tasks have and move (Meta-World's lock, button and coffee
+            button: door-unlock, button-press and coffee-button could not be imagined).
     """
 
     members: int = 5
@@ -150,9 +156,14 @@ class EnsembleConfig:
     holdout_fraction: float = 0.2
     nll_beta: float = 0.0
     seed: int = 0
+    still_measured_on: Literal["in_use", "all"] = "in_use"
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
+        if self.still_measured_on not in ("in_use", "all"):
+            raise ValueError(
+                f"still_measured_on must be 'in_use' or 'all', got {self.still_measured_on!r}"
+            )
         if self.members < 2:
             raise ValueError(f"an ensemble needs members >= 2, got {self.members}")
         if self.max_steps < 1 or self.batch_size < 1 or self.eval_every < 1:
@@ -168,13 +179,21 @@ def entries_that_stay_zero(state: Tensor, next_state: Tensor) -> Tensor:
     return was_zero.any(0) & ~(was_zero & (next_state != 0)).any(0)
 
 
-def entries_that_barely_change(state: Tensor, next_state: Tensor) -> Tensor:
+def entries_that_barely_change(state: Tensor, next_state: Tensor, in_use: bool = True) -> Tensor:
     """``(D,)`` bool: the entries whose change over the ``(n, D)`` transitions has a spread
     and a mean of at most :data:`SPREAD_FLOOR` (still objects; measured on Meta-World: holding
     only the entries no transition changes at all let the hand of button-press-wall drift
-    37 cm in 20 open-loop steps, holding these 2 cm)."""
+    37 cm in 20 open-loop steps, holding these 2 cm). ``in_use``: each entry measured on the
+    transitions in which it is non-zero (before or after), an entry never in use counted as
+    still; else on all of them."""
     change = next_state - state
-    return (change.std(0) <= SPREAD_FLOOR) & (change.mean(0).abs() <= SPREAD_FLOOR)
+    if not in_use:
+        return (change.std(0) <= SPREAD_FLOOR) & (change.mean(0).abs() <= SPREAD_FLOOR)
+    used = ((state != 0) | (next_state != 0)).to(change.dtype)
+    count = used.sum(0).clamp_min(1.0)
+    mean = (change * used).sum(0) / count
+    spread = (((change - mean) ** 2 * used).sum(0) / count).sqrt()
+    return (spread <= SPREAD_FLOOR) & (mean.abs() <= SPREAD_FLOOR)
 
 
 class TransitionEnsemble:
@@ -263,7 +282,9 @@ class TransitionEnsemble:
             change_std,
             real.action_spec,
             zero_stays_zero=entries_that_stay_zero(state, next_state),
-            barely_changes=entries_that_barely_change(state, next_state),
+            barely_changes=entries_that_barely_change(
+                state, next_state, config.still_measured_on == "in_use"
+            ),
             context=context,
             context_mean=extra.mean(0) if context is not None else None,
             context_std=extra.std(0).clamp_min(SPREAD_FLOOR) if context is not None else None,
