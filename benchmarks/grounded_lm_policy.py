@@ -15,7 +15,7 @@ prompts each stage of a composition as its training task (``decoding.stage_tasks
     python benchmarks/grounded_lm_policy.py --checkpoint C --domain metaworld --level rephrase \
         --episodes 30 --out results.json
     python benchmarks/grounded_lm_policy.py --checkpoint C --domain metaworld --level hard \
-        --tasks make-coffee locked-door-open --episodes 16 --stage-tasks
+        --tasks make-coffee locked-door-open --episodes 16 --stage-tasks lm
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def run(
     episodes: int,
     seed: int,
     horizon: int | None,
-    stage_tasks: bool = False,
+    stage_tasks: str = "off",
     tasks: list[str] | None = None,
 ) -> dict[str, object]:
     from imaginebench.modules.grounding import GroundingModule
@@ -130,8 +130,10 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=None)
     parser.add_argument(
         "--stage-tasks",
-        action="store_true",
-        help="prompt each stage of a composition as its training task (decoding option)",
+        choices=("off", "lm"),
+        default="off",
+        help="lm: prompt each stage of a composition as its training task (decoding option; "
+        "the simulator is the state model here)",
     )
     parser.add_argument("--tasks", nargs="+", help="only the level's episodes of these tasks")
     parser.add_argument("--out", default=None, help="also write the results as JSON here")

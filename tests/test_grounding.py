@@ -796,13 +796,14 @@ def test_imagined_compositions_show_stage_2_goal_as_the_env_would(tmp_path):
         np.testing.assert_allclose(r.states[switch:, TARGET], goal, atol=1e-6)
 
 
-@pytest.mark.parametrize("staged", [False, True])
-def test_stage_tasks_prompt_each_stage_as_its_trained_task(tmp_path, staged):
+@pytest.mark.parametrize("stage_tasks", ["off", "lm", "both"])
+def test_stage_tasks_prompt_each_stage_as_its_trained_task(tmp_path, stage_tasks):
     """``decoding.stage_tasks``: a composition is prompted as stage 1's training task (its
-    words; the handle, stage 2's entity, out of view of the LM and the state model, and held)
-    and re-prompted as stage 2's on the step its imagined states reach stage 1 (then the lock
-    is out of view, and held); without it, the rollout's own words and whole states
-    throughout. The rollouts keep their instruction and whole states."""
+    words; the handle, stage 2's entity, out of the LM's view) and re-prompted as stage 2's on
+    the step its imagined states reach stage 1 (then the lock is out of view); with ``both``
+    the state model sees the same and the entity out of view is held; with ``off``, the
+    rollout's own words and whole states throughout. The rollouts keep their instruction and
+    whole states."""
     pytest.importorskip("metaworld")
     from imaginebench.envs.metaworld import instructions as text
     from imaginebench.envs.metaworld.layout import entity_slice
@@ -836,15 +837,17 @@ def test_stage_tasks_prompt_each_stage_as_its_trained_task(tmp_path, staged):
 
     module.builder.rollout_prompt = recorded_prompt
     module.model.embed_states = recorded_embed
-    decoding = DecodingConfig(batch_size=2, stage_tasks=staged)
+    decoding = DecodingConfig(batch_size=2, stage_tasks=stage_tasks)
     rollouts = Imaginer(module, decoding, dynamics=unlocking).imagine(specs, horizon=4)
     assert [r.spec.instruction for r in rollouts] == [s.instruction for s in specs]
     for r in rollouts:  # stored whole: both entities present at every step
         assert (np.abs(r.states[:, lock]).sum(-1) > 0).all()
         assert (np.abs(r.states[:, handle]).sum(-1) > 0).all()
     moves = np.stack([np.diff(r.states[:, [lock.start, handle.start]], axis=0) for r in rollouts])
-    if not staged:  # both move at every step
+    if stage_tasks != "both":  # the state model sees both, and both move at every step
         np.testing.assert_allclose(moves, np.broadcast_to([0.05, 0.01], moves.shape), atol=1e-6)
+        assert all(seen[:, handle].any() and seen[:, lock].any() for seen in seen_by_model)
+    if stage_tasks == "off":
         assert [(words, start) for words, _, start in prompts] == [
             (s.instruction, 0) for s in specs
         ]
@@ -852,11 +855,11 @@ def test_stage_tasks_prompt_each_stage_as_its_trained_task(tmp_path, staged):
         return
     unlock, open_door = text.wordings("door-unlock"), text.wordings("door-open")
     assert [start for *_, start in prompts] == [0, 0, 2, 2]
-    # stage 1 (steps 1-2): the lock turns, the handle is held; stage 2: the reverse
-    stage_1, stage_2 = [0.05, 0.0], [0.0, 0.01]
-    expected = np.broadcast_to([stage_1, stage_1, stage_2, stage_2], moves.shape)
-    np.testing.assert_allclose(moves, expected, atol=1e-6)
-    assert not seen_by_model[0][:, handle].any() and not seen_by_model[-1][:, lock].any()
+    if stage_tasks == "both":  # stage 1 (steps 1-2): the lock turns, the handle is held
+        stage_1, stage_2 = [0.05, 0.0], [0.0, 0.01]
+        expected = np.broadcast_to([stage_1, stage_1, stage_2, stage_2], moves.shape)
+        np.testing.assert_allclose(moves, expected, atol=1e-6)
+        assert not seen_by_model[0][:, handle].any() and not seen_by_model[-1][:, lock].any()
     for words, state, _ in prompts[:2]:  # stage 1: the door-unlock task's words and scene
         assert words in unlock
         assert not state[handle].any() and state[lock].any()

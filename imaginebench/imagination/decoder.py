@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 Strategy = Literal["greedy", "sample"]
 GuidanceReference = Literal["empty", "nearest_seen"]
+StageTasks = Literal["off", "lm", "both"]
 
 
 @dataclass
@@ -84,11 +85,13 @@ class DecodingConfig:
             (:class:`~imaginebench.imagination.references.NearestSeenInstruction`).
         stage_tasks: imagine a composition of trained tasks one stage at a time, each as its
             training task (:meth:`~imaginebench.envs.base.Task.as_stage_task`, judged on the
-            imagined states): the LM is prompted with that task's trained words and sees, as
-            the state model does, only that task's entities; the other stages' entities are
-            held where they are. A new prompt opens when a stage is reached. The stored
-            rollout keeps the whole state and its own instruction. A hand-given
-            decomposition: the module is never asked to split the instruction itself.
+            imagined states). ``lm``: the LM is prompted with that task's trained words and
+            sees only that task's entities; a new prompt opens when a stage is reached.
+            ``both``: the state model too sees only them, the other stages' entities held
+            where they are (with the LM's own state head, always so). ``off`` (default): the
+            rollout's words and whole state. The stored rollout keeps the whole state and its
+            own instruction. A hand-given decomposition: the module is never asked to split
+            the instruction itself.
     """
 
     strategy: Strategy = "greedy"
@@ -99,7 +102,7 @@ class DecodingConfig:
     max_abs_state: float = 100.0
     guidance: float = 1.0
     guidance_reference: GuidanceReference = "empty"
-    stage_tasks: bool = False
+    stage_tasks: StageTasks = "off"
 
     def __post_init__(self) -> None:
         if self.strategy not in ("greedy", "sample"):
@@ -112,6 +115,8 @@ class DecodingConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if not self.guidance >= 0:
             raise ValueError(f"guidance must be >= 0, got {self.guidance}")
+        if self.stage_tasks not in ("off", "lm", "both"):
+            raise ValueError(f"stage_tasks must be 'off', 'lm' or 'both', got {self.stage_tasks!r}")
         if self.guidance_reference not in ("empty", "nearest_seen"):
             raise ValueError(
                 "guidance_reference must be 'empty' or 'nearest_seen', got "
@@ -423,23 +428,26 @@ class Imaginer:
         the action's log-likelihood, the next state's (zeros for a regression head), the
         action's word choices (see :meth:`_act`) and the step's dynamics context
         (``context_of(actions)``; ``None`` without one). ``refine``: see :meth:`_act`.
-        ``in_view`` (``(B, D)`` bool, ``decoding.stage_tasks``): the entries the LM and the
-        state model see; the others are zero to them and held in the next state."""
+        ``in_view`` (``(B, D)`` bool, ``decoding.stage_tasks``): the entries the LM sees (and
+        the state model, see :meth:`_model_view`); the others are zero to them, and held in the
+        next state where the state model does not see them."""
         seen = current if in_view is None else current * in_view
         action, hidden, log_likelihood, choices = self._act(seq, seen, previous, redo, kept, refine)
         shown = None if self.model.hidden_action is not None else action
         heads = self.model.with_context(self._instructed(hidden), seen, shown)
         context = context_of(action.cpu().numpy()) if context_of is not None else None
+        model_view = self._model_view(in_view)
         if self.dynamics is None:
             next_state = self.model.next_state(heads, seen)
         else:
-            inputs = (seen.float().cpu().numpy(), action.cpu().numpy())
+            given = current if model_view is None else current * model_view
+            inputs = (given.float().cpu().numpy(), action.cpu().numpy())
             predicted = (
                 self.dynamics(*inputs) if context is None else self.dynamics(*inputs, context)
             )
             next_state = torch.as_tensor(predicted, dtype=current.dtype, device=current.device)
-        if in_view is not None:
-            next_state = torch.where(in_view, next_state, current)
+        if model_view is not None:
+            next_state = torch.where(model_view, next_state, current)
         if self.integer_states:
             next_state = next_state.round()
         state_log_likelihood = self.model.state_log_likelihood(heads, next_state, current)
@@ -468,12 +476,19 @@ class Imaginer:
         z = (action.float() - prediction.float()) / sigma
         return (-0.5 * z.square() - np.log(sigma) - 0.5 * np.log(2 * np.pi)).sum(-1)
 
+    def _model_view(self, in_view: Tensor | None) -> Tensor | None:
+        """The entries the state model sees under ``decoding.stage_tasks`` (``None``: all):
+        the LM's with ``both`` or when the LM's own state head is the state model."""
+        if in_view is None or (self.decoding.stage_tasks == "lm" and self.dynamics is not None):
+            return None
+        return in_view
+
     def _as_stage_tasks(
         self, specs: list[EpisodeSpec], histories: list[list[np.ndarray]]
     ) -> tuple[list[str], np.ndarray | None]:
         """Each rollout's words, and under ``decoding.stage_tasks`` the ``(B, D)`` entries in
         view (:meth:`Task.as_stage_task`, ``None`` without it: everything)."""
-        if not self.decoding.stage_tasks:
+        if self.decoding.stage_tasks == "off":
             return [spec.instruction for spec in specs], None
         staged = [
             spec.task.as_stage_task(np.stack(history), spec.instruction)
@@ -548,7 +563,9 @@ class Imaginer:
                 seq, current, previous, context_of=context_of, refine=refine, in_view=in_view
             )
             values = next_state.cpu().numpy()
-            legal, trusted = self._acceptable(current, action, values, context, in_view)
+            legal, trusted = self._acceptable(
+                current, action, values, context, self._model_view(in_view)
+            )
             for _ in range(self.illegal_retries):
                 if (legal & trusted).all():
                     break
@@ -560,7 +577,9 @@ class Imaginer:
                     seq, current, previous, redo, choices, context_of, in_view=in_view
                 )
                 values = next_state.cpu().numpy()
-                legal, trusted = self._acceptable(current, action, values, context, in_view)
+                legal, trusted = self._acceptable(
+                    current, action, values, context, self._model_view(in_view)
+                )
             if observation_rules:
                 values = self._observed(specs, states, active.tolist(), values)
                 next_state = torch.as_tensor(values, dtype=next_state.dtype, device=device)
