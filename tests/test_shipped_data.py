@@ -292,7 +292,17 @@ def test_the_regeneration_command_names_the_checkpoint_and_the_state_model():
     recorded = json.loads(exact.split("--filters '")[1].split("'")[0])
     assert {k: recorded[k] for k in filters} == filters
     assert recorded["best_by"] == "likelihood"  # not recorded: the default, not the config's
-    assert f"--ensemble '{json.dumps(settings, sort_keys=True)}' " in exact
+    # settings recorded before still_measured_on existed were made with the rule of then
+    then = {"still_measured_on": "all", **settings}
+    assert f"--ensemble '{json.dumps(then, sort_keys=True)}' " in exact
+    now = {**settings, "still_measured_on": "in_use"}
+    assert f"--ensemble '{json.dumps(now, sort_keys=True)}' " in _regenerate_command(
+        {**provenance, "state_model": {"ensemble": {"ensemble": now, "real": "r.h5"}}},
+        "clevr",
+        "imaginary_hard.h5",
+    )
+    staged = {**provenance, "decoding": {"strategy": "greedy", "stage_tasks": "lm"}}
+    assert "--decoding.stage_tasks lm " in _regenerate_command(staged, "metaworld", "x.h5")
     assert "--state_model ensemble " in command
     assert command.endswith("--out imaginebench/datasets/clevr/imaginary_hard.h5 --overwrite true")
     assert "--state_model lm " in _regenerate_command(

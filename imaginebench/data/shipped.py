@@ -49,6 +49,8 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         command += f"--decoding.guidance {decoding['guidance']} "
     if decoding.get("guidance_reference", "empty") != "empty":
         command += f"--decoding.guidance_reference {decoding['guidance_reference']} "
+    if decoding.get("stage_tasks", "off") != "off":
+        command += f"--decoding.stage_tasks {decoding['stage_tasks']} "
     if provenance.get("adapter_checkpoint"):
         command += f"--checkpoint {provenance['adapter_checkpoint']} "
     if provenance.get("filters"):  # exactly the file's (every field), whatever the config says
@@ -66,7 +68,10 @@ def _regenerate_command(provenance: dict[str, Any], domain: str, name: str) -> s
         # its settings (the slot model's, then the ensemble's that gave its context)
         for part in dict.fromkeys([name, "ensemble"]):
             if isinstance(fitted, dict) and isinstance(fitted.get(part), dict):
-                command += f"--{part} '{json.dumps(fitted[part], sort_keys=True)}' "
+                settings = fitted[part]
+                if part == "ensemble":  # recorded before the setting existed: the rule then
+                    settings = {"still_measured_on": "all", **settings}
+                command += f"--{part} '{json.dumps(settings, sort_keys=True)}' "
     if isinstance(provenance.get("lookahead"), dict):  # the search before each action
         command += f"--lookahead '{json.dumps(provenance['lookahead'], sort_keys=True)}' "
     if provenance.get("ensemble_real"):  # the ensemble's own real data
