@@ -55,9 +55,15 @@ def main() -> None:
     parser.add_argument("--episodes", required=True, help="real episodes of the compositions")
     parser.add_argument("--config", default="configs/imagine_metaworld.yaml")
     parser.add_argument("--per-task", type=int, default=20)
+    parser.add_argument(
+        "--still-measured-on",
+        choices=("in_use", "all"),
+        default="in_use",
+        help="the ensemble's rule for entries held still (all: the rule before 2026-12-06)",
+    )
     args = parser.parse_args()
     with open(args.config) as f:
-        settings = yaml.safe_load(f)["ensemble"]
+        settings = yaml.safe_load(f)["ensemble"] | {"still_measured_on": args.still_measured_on}
     scorer, _ = fit_ensemble_on(args.real, settings, progress=False)
     data = load_dataset(args.episodes)
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
