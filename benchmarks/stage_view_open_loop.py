@@ -92,7 +92,9 @@ def main() -> None:
         for key in keys:
             values = [r[key] for r in results]
             cells.append(
-                f"{100 * np.mean(values):.0f} %" if key.endswith("stage 1") else f"{np.median(values):.3f}"
+                f"{100 * np.mean(values):.0f} %"
+                if key.endswith("stage 1")
+                else f"{np.median(values):.3f}"
             )
         print(f"| {name} | {len(results)} | " + " | ".join(cells) + " |")
 
