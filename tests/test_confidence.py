@@ -157,9 +157,9 @@ def _episode(states: np.ndarray, actions: np.ndarray) -> Episode:
     )
 
 
-def _toy_ensemble(rollout) -> TransitionEnsemble:
-    """A tiny ensemble fitted on 40 toy episodes of 10 steps, actions in [-1, 1];
-    ``rollout(i, actions, rng)`` gives episode ``i``'s first state and its changes of state."""
+def _toy_real(rollout) -> RolloutDataset:
+    """40 toy episodes of 10 steps, actions in [-1, 1]; ``rollout(i, actions, rng)`` gives
+    episode ``i``'s first state and its changes of state."""
     rng = np.random.default_rng(0)
     episodes = []
     for i in range(40):
@@ -167,10 +167,13 @@ def _toy_ensemble(rollout) -> TransitionEnsemble:
         start, steps = rollout(i, actions, rng)
         episodes.append(_episode(np.cumsum(np.r_[start[None], steps], 0), actions))
     spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
-    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
-    return TransitionEnsemble.fit(
-        real, EnsembleConfig(members=2, hidden=(16,), max_steps=20, eval_every=10)
-    )
+    return RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
+
+
+def _toy_ensemble(rollout, **settings) -> TransitionEnsemble:
+    """A tiny ensemble fitted on :func:`_toy_real` (``settings``: more ``EnsembleConfig``)."""
+    config = dict(members=2, hidden=(16,), max_steps=20, eval_every=10) | settings
+    return TransitionEnsemble.fit(_toy_real(rollout), EnsembleConfig(**config))
 
 
 def test_entries_the_real_data_never_moves_from_zero_stay_zero_in_predicted_states():
@@ -237,19 +240,11 @@ def test_an_entity_few_episodes_have_is_judged_still_on_those_episodes_alone():
         pushes = used * 0.004 * (actions[:, 0] > 0)
         return np.array([rng.uniform(-1, 1), 0.5 * used]), np.c_[0.1 * actions[:, 0], pushes]
 
-    rng = np.random.default_rng(0)
-    episodes = []
-    for i in range(40):
-        actions = rng.uniform(-1, 1, (10, 1))
-        start, steps = rollout(i, actions, rng)
-        episodes.append(_episode(np.cumsum(np.r_[start[None], steps], 0), actions))
-    spec = {"type": "continuous", "shape": [1], "low": [-1.0], "high": [1.0]}
-    real = RolloutDataset.from_episodes(episodes, domain="toy", action_spec=spec)
-    change = np.concatenate([np.diff(e.states, axis=0) for e in episodes])
+    real = _toy_real(rollout)
+    change = np.concatenate([np.diff(real.episode(i).states, axis=0) for i in range(len(real))])
     assert change[:, 1].std() < SPREAD_FLOOR  # still, over every transition
-    settings = dict(members=2, hidden=(16,), max_steps=300, eval_every=100)
-    in_use = TransitionEnsemble.fit(real, EnsembleConfig(**settings))
-    every = TransitionEnsemble.fit(real, EnsembleConfig(**settings, still_measured_on="all"))
+    in_use = _toy_ensemble(rollout, max_steps=300, eval_every=100)
+    every = _toy_ensemble(rollout, max_steps=300, eval_every=100, still_measured_on="all")
     assert not in_use.barely_changes[1] and every.barely_changes[1]
     state, push = np.array([[0.0, 0.5]], np.float32), np.array([[1.0]], np.float32)
     assert every.next_states(state, push)[0, 1] == 0.5  # held
