@@ -35,8 +35,7 @@ from imaginebench.imagination.decoder import Imaginer
 def simulator_step(env: object, observed: list[np.ndarray]):
     """``(states (1, D), actions (1, A)) -> (1, D)``: one step of ``env`` (one rollout at a
     time, so the row is always this env's), its observation also appended to ``observed``
-    (under ``decoding.stage_tasks`` the rollout holds the entities out of view; the episode
-    is judged on what the simulator observed)."""
+    (the episode is judged on what the simulator observed)."""
 
     def step(states: np.ndarray, actions: np.ndarray, *context: object) -> np.ndarray:
         observation, *_ = env.step(actions[0])

@@ -451,7 +451,6 @@ class Imaginer:
         if self.integer_states:
             next_state = next_state.round()
         state_log_likelihood = self.model.state_log_likelihood(heads, next_state, current)
-        # (under stage views a model of the whole state would be judged on entries it never saw)
         return action, hidden, next_state, log_likelihood, state_log_likelihood, choices, context
 
     def _choose(self, prediction: Tensor) -> Tensor:
