@@ -32,15 +32,13 @@ from imaginebench.envs import get_domain, make
 from imaginebench.imagination.decoder import Imaginer
 
 
-def simulator_step(env: object, observed: list[np.ndarray]):
+def simulator_step(env: object):
     """``(states (1, D), actions (1, A)) -> (1, D)``: one step of ``env`` (one rollout at a
-    time, so the row is always this env's), its observation also appended to ``observed``
-    (the episode is judged on what the simulator observed)."""
+    time, so the row is always this env's)."""
 
     def step(states: np.ndarray, actions: np.ndarray, *context: object) -> np.ndarray:
         observation, *_ = env.step(actions[0])
-        observed.append(np.asarray(observation, dtype=np.float32))
-        return observed[-1][None]
+        return np.asarray(observation, dtype=np.float32)[None]
 
     return step
 
@@ -81,18 +79,16 @@ def run(
             "batch_size": 1,
             "stage_tasks": stage_tasks,
         }
-        observed = [np.asarray(observation, dtype=np.float32)]
-        imaginer = Imaginer(module, decoding, seed, dynamics=simulator_step(env, observed))
+        imaginer = Imaginer(module, decoding, seed, dynamics=simulator_step(env))
         (rollout,) = imaginer.imagine([spec], horizon)
-        states = np.stack(observed)
-        progress = spec.task.progress(states)
+        progress = spec.task.progress(rollout.states)
         per_task[getattr(spec.task, "name", spec.task.family)].append(
             {
-                "success": float(spec.task.success(states).any()),
+                "success": float(rollout.success),
                 "steps": float(len(rollout.actions)),
                 "progress_start": float(progress[0]),
                 "progress_best": float(progress.max()),
-                "stage_1": float(spec.task.stage(states).max())
+                "stage_1": float(spec.task.stage(rollout.states).max())
                 if getattr(spec.task, "two_stage", False)
                 else float("nan"),
             }
@@ -132,7 +128,7 @@ def main() -> None:
         choices=("off", "lm"),
         default="off",
         help="lm: prompt each stage of a composition as its training task (decoding option; "
-        "the simulator is the state model here)",
+        "the simulator is the state model, so it sees and moves every entity)",
     )
     parser.add_argument("--tasks", nargs="+", help="only the level's episodes of these tasks")
     parser.add_argument("--out", default=None, help="also write the results as JSON here")

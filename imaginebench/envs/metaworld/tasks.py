@@ -149,7 +149,6 @@ GOALS: dict[str, Goal] = {
     "hammer": Goal("nail", "nail", 0.0, strict=True, grip="hammer"),
     "soccer": Goal("soccer", "dist", 0.07),
 }
-# Compositions: (stage 1, stage 2, whether stage 1 must still hold at success).
 STAGE_TASKS: dict[str, tuple[str, str]] = {
     "make-coffee": ("coffee-push", "coffee-button"),
     "locked-door-open": ("door-unlock", "door-open"),
