@@ -32,6 +32,7 @@ class Source:
     imaginary: str  # the ``data`` label of its real + imaginary rows
     note: str = ""
     pooled_with: tuple[str, ...] = ()  # reports of further seeds of the same runs
+    filled_by: tuple[str, ...] = ()  # reports whose cells of the same algorithms fill gaps
 
 
 SOURCES = (
@@ -51,14 +52,22 @@ SOURCES = (
         "Meta-World",
         "metaworld_bc_normalised",
         "real + imaginary",
-        "each level scored by the runs trained on its own file; `hard` has none",
+        "each level scored by the runs trained on its own file; `hard` from the runs on the "
+        "`hard` file (shipped 2026-12-06), all four learners",
+        filled_by=("metaworld_imaginary_hard",),
     ),
-    Source("Meta-World", "metaworld_td3bc_normalised", "real + imaginary"),
+    Source(
+        "Meta-World",
+        "metaworld_td3bc_normalised",
+        "real + imaginary",
+        filled_by=("metaworld_imaginary_hard",),
+    ),
     Source(
         "Meta-World",
         "metaworld_bcq_cql_normalised",
         "real + imaginary",
         "BCQ and CQL: the `easy` file's runs only (`rephrase`: docs/metaworld.md, unchanged)",
+        filled_by=("metaworld_imaginary_hard",),
     ),
     Source("LIBERO", "libero_grid", "real + imaginary (all levels)"),
 )
@@ -96,9 +105,17 @@ def pooled(cells: list[Cell]) -> Cell:
 
 
 def source_cells(source: Source) -> dict[tuple[str, str, str], Cell]:
-    """The source's cells, each pooled over its report and ``pooled_with``."""
+    """The source's cells, each pooled over its report and ``pooled_with``; then the cells of
+    ``filled_by`` (in order) where those reports have none, for the algorithms that have real +
+    imaginary cells there."""
     reports = [read_cells(r) for r in (source.report, *source.pooled_with)]
-    return {k: pooled([r[k] for r in reports if k in r]) for k in reports[0]}
+    cells = {k: pooled([r[k] for r in reports if k in r]) for k in reports[0]}
+    algorithms = {a for a, data, _ in cells if data == source.imaginary}
+    for report in source.filled_by:
+        for key, cell in read_cells(report).items():
+            if key[0] in algorithms:
+                cells.setdefault(key, cell)
+    return cells
 
 
 def verdict(real: Cell, imagined: Cell) -> str:
@@ -131,7 +148,8 @@ def rows(source: Source) -> list[str]:
             parts.append(f"**{text}**" if v == "gain" else text)
         met = all(v == "gain" for v in verdicts[1:3]) and "loss" not in verdicts
         seeds = sorted({c.runs for (a, _, _), c in cells.items() if a == algorithm})
-        links = ", ".join(f"[{r}]({r}/results.md)" for r in (source.report, *source.pooled_with))
+        reports = (source.report, *source.pooled_with, *source.filled_by)
+        links = ", ".join(f"[{r}]({r}/results.md)" for r in reports)
         out.append(
             f"| {source.domain} | {algorithm} | {' | '.join(parts)} | {'yes' if met else 'no'} | "
             f"{'/'.join(map(str, seeds))} | {links} |"

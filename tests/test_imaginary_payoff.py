@@ -56,3 +56,31 @@ def test_rows_say_whether_the_bar_is_met(tmp_path, monkeypatch):
     assert "| no |" in cql and "-3.0 (50.0 → 47.0) loss" in cql
     with pytest.raises(SystemExit, match="missing"):
         payoff.read_cells("absent")
+
+
+def test_a_filling_report_adds_only_missing_cells_of_the_same_algorithms(tmp_path, monkeypatch):
+    """A level the main report lacks comes from ``filled_by``; its other cells, and those of
+    algorithms without real + imaginary cells in the main report, are ignored."""
+    for name, lines in {
+        "main": [
+            "BC,real,hard,3,4.0,1.0,0,0",
+            "BC,real + imaginary,easy,3,30.0,1.0,0,0",
+            "CQL,real + oracle,hard,3,20.0,1.0,0,0",
+        ],
+        "extra": [
+            "BC,real + imaginary,hard,3,1.0,0.5,0,0",
+            "BC,real + imaginary,easy,3,99.0,0.0,0,0",  # the main report's cell stays
+            "CQL,real + imaginary,hard,3,7.0,0.0,0,0",  # CQL has no real + imaginary cell there
+        ],
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.csv").write_text(HEADER + "\n".join(lines) + "\n")
+    monkeypatch.setattr(payoff, "RESULTS", tmp_path)
+    cells = payoff.source_cells(
+        payoff.Source("X", "main", "real + imaginary", filled_by=("extra",))
+    )
+    assert cells[("BC", "real + imaginary", "hard")] == Cell(1.0, 0.5, 3)
+    assert cells[("BC", "real + imaginary", "easy")] == Cell(30.0, 1.0, 3)
+    assert ("CQL", "real + imaginary", "hard") not in cells
+    (row,) = payoff.rows(payoff.Source("X", "main", "real + imaginary", filled_by=("extra",)))
+    assert "-3.0 (4.0 → 1.0) loss" in row and "[extra](extra/results.md)" in row
