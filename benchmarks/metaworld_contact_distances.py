@@ -23,20 +23,19 @@ import numpy as np
 
 from imaginebench.data.format import load_dataset
 from imaginebench.envs.base import Task
-from imaginebench.envs.metaworld.layout import ENTITIES, entity_pos, tcp
+from imaginebench.envs.metaworld.layout import entity_pos, tcp
+from imaginebench.envs.metaworld.quality import filled_entities
 
 MOVE = 0.002  # m: a step that moves the entity further than this counts as a move
 
 
 def contact_distances(states: np.ndarray, window: int = 5) -> dict[str, np.ndarray]:
-    """Per entity present in ``states`` (T, 91): the hand's smallest distance to it over each
-    step that moves it and the ``window`` steps before (one value per moving step)."""
+    """Per entity the scene of ``states`` (T, 91) fills: the hand's smallest distance to it over
+    each step that moves it and the ``window`` steps before (one value per moving step)."""
     hand = tcp(states)
     out: dict[str, np.ndarray] = {}
-    for entity in ENTITIES:
+    for entity in filled_entities(states[0]):
         position = states[:, entity_pos(entity)]
-        if not np.abs(position).any():
-            continue
         distance = np.linalg.norm(hand - position, axis=-1)
         steps = np.flatnonzero(np.linalg.norm(np.diff(position, axis=0), axis=-1) > MOVE)
         out[entity] = np.array(
